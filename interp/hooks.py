@@ -1,0 +1,127 @@
+"""The one hook mechanism: attach functions to named HookPoints for the length of a ``with`` block.
+
+Every analyzer in interp goes through :class:`HookSet`; none registers torch hooks itself. The contract is
+baukit-style: hooks are attached on ``__enter__`` and detached in ``__exit__`` whatever happened in between
+(an exception in a hook or in the body, KeyboardInterrupt, a failure halfway through attaching).
+
+A hook function has the TransformerLens signature ``fn(tensor, hook) -> None | Tensor``: return ``None`` to
+only read, or a tensor of the same shape to replace the activation.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+import torch
+from transformer_lens.hook_points import HookPoint
+
+HookFn = Callable[..., "torch.Tensor | None"]
+
+
+@dataclass
+class _Attached:
+    name: str
+    description: str
+    point: HookPoint
+    handle: object  # transformer_lens LensHandle
+
+
+class StopForward(Exception):
+    """Raised by a hook to end a forward pass early (``stop_at_layer``); never escapes interp."""
+
+
+class HookSet:
+    """Registry of the hooks interp attached to one model's HookPoints."""
+
+    def __init__(self, points: Mapping[str, HookPoint]):
+        self.points = dict(points)
+        self._attached: list[_Attached] = []
+
+    def point(self, name: str) -> HookPoint:
+        try:
+            return self.points[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, list(self.points), n=3)
+            hint = f"; did you mean {close}?" if close else ""
+            raise ValueError(
+                f"unknown hook name {name!r}: the model has {len(self.points)} hook points, e.g. "
+                f"'blocks.0.hook_resid_pre', 'blocks.0.attn.hook_pattern'{hint}"
+            ) from None
+
+    def attach(self, hooks: Iterable[tuple[str, HookFn]], description: str = "") -> "_HookContext":
+        """Context manager attaching ``[(hook_name, fn), ...]``; names are checked before anything attaches."""
+        pairs = [(name, fn) for name, fn in hooks]
+        for name, fn in pairs:
+            self.point(name)
+            if not callable(fn):
+                raise TypeError(f"hook for {name!r} must be callable, got {type(fn).__name__}")
+        return _HookContext(self, pairs, description)
+
+    def active(self) -> list[tuple[str, str]]:
+        """``[(hook_name, description)]`` for every hook interp has attached right now, in attach order."""
+        return [(a.name, a.description) for a in self._attached]
+
+    def count_torch_hooks(self) -> int:
+        """Forward/backward hooks registered on the HookPoints by anyone — for leak checks."""
+        seen, total = set(), 0
+        for hp in self.points.values():
+            if id(hp) in seen:
+                continue
+            seen.add(id(hp))
+            total += len(hp._forward_hooks) + len(hp._backward_hooks) + len(hp._forward_pre_hooks)
+        return total
+
+    def _add(self, name: str, fn: HookFn, description: str) -> _Attached:
+        hp = self.point(name)
+        handle = hp.add_hook(fn, dir="fwd")
+        entry = _Attached(name, description, hp, handle)
+        self._attached.append(entry)
+        return entry
+
+    def _remove(self, entry: _Attached) -> None:
+        entry.handle.hook.remove()
+        if entry.handle in entry.point.fwd_hooks:
+            entry.point.fwd_hooks.remove(entry.handle)
+        if entry in self._attached:
+            self._attached.remove(entry)
+
+
+class _HookContext:
+    """Attaches on enter, detaches on exit; nestable and composable (inner hooks run after outer ones)."""
+
+    def __init__(self, hookset: HookSet, pairs: list[tuple[str, HookFn]], description: str):
+        self.hookset, self.pairs, self.description = hookset, pairs, description
+        self._entries: list[_Attached] = []
+
+    def __enter__(self) -> "_HookContext":
+        if self._entries:
+            raise RuntimeError("this hook context is already active; build a new one to nest")
+        try:
+            for name, fn in self.pairs:
+                self._entries.append(self.hookset._add(name, fn, self.description or _describe(fn)))
+        except BaseException:
+            self._detach()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self._detach()
+        return False
+
+    def _detach(self) -> None:
+        # Reverse order, and keep going if one removal fails, so nothing is ever left behind.
+        errors = []
+        while self._entries:
+            entry = self._entries.pop()
+            try:
+                self.hookset._remove(entry)
+            except Exception as e:  # pragma: no cover - torch handle removal does not fail in practice
+                errors.append(e)
+        if errors:
+            raise errors[0]
+
+
+def _describe(fn: HookFn) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__

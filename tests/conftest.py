@@ -1,0 +1,42 @@
+"""Shared fixtures: the embedded model is loaded once per session (the first load builds the cache)."""
+
+import os
+
+import matplotlib
+import pytest
+import torch
+
+matplotlib.use("Agg")
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+@pytest.fixture(scope="session")
+def embedded():
+    import interp
+
+    return interp.load(device="cpu")
+
+
+@pytest.fixture(scope="session")
+def tiny_llama():
+    import interp
+
+    return interp.load_tiny("llama", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2():
+    import interp
+
+    return interp.load_tiny("gpt2", seed=0)
+
+
+@pytest.fixture(autouse=True)
+def _no_hook_leaks(request):
+    """Every test must leave every model it touched with zero attached hooks."""
+    yield
+    for name in ("embedded", "tiny_llama", "tiny_gpt2"):
+        if name in request.fixturenames:
+            model = request.getfixturevalue(name)
+            assert model.attached_hook_count() == 0, f"{request.node.name} leaked hooks on {name}: " \
+                                                     f"{model.active_hooks()}"

@@ -17,6 +17,7 @@ import warnings
 import zlib
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from . import _paths
@@ -82,15 +83,25 @@ def load(source: str | os.PathLike | None = None, *, device="auto", dtype=None) 
     return model
 
 
-def load_tiny(arch: str = "llama", seed: int = 0, *, n_layers: int = 2, d_model: int = 64, n_heads: int = 4,
-              n_kv_heads: int | None = None, d_mlp: int = 128, d_vocab: int = 512, n_ctx: int = 256,
-              device="cpu", dtype=None) -> Model:
+def load_tiny(arch: str = "llama", seed: int = 0, *, device="cpu", dtype=None, **sizes) -> Model:
     """A small random-weight model of a real architecture, built offline from a transformers config.
 
     ``arch="llama"``: RMSNorm, RoPE, gated SiLU MLP, grouped-query attention (``n_kv_heads`` defaults to
     ``n_heads // 2``). ``arch="gpt2"``: LayerNorm, learned positions, GELU MLP in Conv1D layers.
+    Sizes (keywords): n_layers=2, d_model=64, n_heads=4, n_kv_heads, d_mlp=128, d_vocab=512, n_ctx=256.
     The tokenizer is byte-level (ids 0-255 are bytes, 256 is BOS), so ``d_vocab`` must be >= 257.
+    The same (arch, seed, sizes) always gives the same weights.
     """
+    hf, tok, name = tiny_transformers(arch, seed, **sizes)
+    return _wrap(hf, tok, name, resolve_device(device), resolve_dtype(dtype), fingerprint=None,
+                 source=f"tiny:{arch}:seed={seed}")
+
+
+def tiny_transformers(arch: str = "llama", seed: int = 0, *, n_layers: int = 2, d_model: int = 64,
+                      n_heads: int = 4, n_kv_heads: int | None = None, d_mlp: int = 128, d_vocab: int = 512,
+                      n_ctx: int = 256):
+    """The plain transformers model behind :func:`load_tiny` -> (hf_model, tokenizer, adapter_name); not wrapped,
+    so it serves as the independent reference in tests."""
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     if arch not in ("llama", "gpt2"):
@@ -118,9 +129,16 @@ def load_tiny(arch: str = "llama", seed: int = 0, *, n_layers: int = 2, d_model:
                          attn_implementation="eager")
         hf = GPT2LMHeadModel(cfg)
         name = "gpt2"
-    hf.eval()
-    return _wrap(hf, tok, name, resolve_device(device), resolve_dtype(dtype), fingerprint=None,
-                 source=f"tiny:{arch}:seed={seed}")
+    return hf.eval(), tok, name
+
+
+def embedded_transformers():
+    """A plain (un-bridged) transformers model of the embedded SmolLM2, read from the same cache.
+
+    The bridge rewires the modules of the model it wraps, so comparisons against "the raw transformers
+    forward" need this separate instance."""
+    hf, _tok, _fp, _name = _load_gguf_cached(_paths.embedded_gguf(), model_name=_paths.MODEL_NAME)
+    return hf
 
 
 # ----------------------------------------------------------------------------------------------- wrapping
@@ -229,9 +247,9 @@ def _read_cache(folder: Path):
         if not weights.is_file() or weights.stat().st_size != manifest["size"]:
             raise ValueError(f"size {weights.stat().st_size if weights.is_file() else 'missing'} != "
                              f"{manifest['size']} recorded")
-        data = bytearray(manifest["size"])
+        data = np.empty(manifest["size"], dtype=np.uint8)  # uninitialised: readinto fills every byte
         with open(weights, "rb") as f:
-            if f.readinto(data) != len(data):
+            if f.readinto(memoryview(data)) != len(data):
                 raise ValueError("file shorter than recorded")
         crc = zlib.crc32(data)
         if crc != manifest["crc32"]:
@@ -243,8 +261,8 @@ def _read_cache(folder: Path):
     return (*_model_from_cache(folder, data), manifest)
 
 
-def _model_from_cache(folder: Path, data: bytearray):
-    from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
+def _model_from_cache(folder: Path, data: np.ndarray):
+    from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.initialization import no_init_weights
 
     config = AutoConfig.from_pretrained(folder, local_files_only=True)
@@ -258,24 +276,38 @@ def _model_from_cache(folder: Path, data: bytearray):
     if set(missing) - tied or unexpected:
         raise ValueError(f"cache does not match the model: missing {sorted(set(missing) - tied)[:5]}, "
                          f"unexpected {sorted(unexpected)[:5]}")
-    tok = PreTrainedTokenizerFast.from_pretrained(folder, local_files_only=True)
-    return hf.eval(), tok
+    return hf.eval(), _tokenizer_from_folder(folder)
+
+
+def _tokenizer_from_folder(folder: Path):
+    """The fast tokenizer from tokenizer.json plus its special tokens (quicker than from_pretrained)."""
+    from transformers import PreTrainedTokenizerFast
+
+    settings = json.loads((folder / "tokenizer_config.json").read_text())
+    specials = {k: settings[k] for k in ("bos_token", "eos_token", "pad_token", "unk_token") if settings.get(k)}
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"), **specials)
+    template = folder / "chat_template.jinja"
+    if template.is_file():
+        tok.chat_template = template.read_text()
+    tok.name_or_path = str(folder)
+    return tok
 
 
 _ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
               "I64": torch.int64, "I32": torch.int32, "U8": torch.uint8, "BOOL": torch.bool}
 
 
-def safetensors_views(data: bytearray) -> dict[str, torch.Tensor]:
+def safetensors_views(data) -> dict[str, torch.Tensor]:
     """Tensors of a safetensors file held in memory, as views of ``data`` (no copy).
 
     The format is an 8-byte little-endian header length, a JSON header {name: {dtype, shape, data_offsets}},
     then the raw little-endian bytes; only plain data is read, nothing is executed or unpickled.
     """
-    n = int.from_bytes(data[:8], "little")
+    data = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
+    n = int.from_bytes(data[:8].tobytes(), "little")
     if not 0 < n <= len(data) - 8:
         raise ValueError(f"not a safetensors file (header length {n}, file {len(data)} bytes)")
-    header = json.loads(bytes(data[8:8 + n]))
+    header = json.loads(data[8:8 + n].tobytes())
     header.pop("__metadata__", None)
     base, out = 8 + n, {}
     for name, info in header.items():

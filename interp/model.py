@@ -246,6 +246,51 @@ class Model:
             raise RuntimeError(f"hooks {missing[:3]} did not fire during the forward pass")
         return (_cpu(out), store) if logits else store
 
+    def generate(self, text: str, max_new_tokens: int = 20, *, n: int | None = None, temperature: float = 0.0,
+                 top_k: int | None = None, seed: int = 0, stop_at_eos: bool = True):
+        """Continue ``text``: greedy when ``temperature == 0``, else sampled (seeded). Returns the continuation
+        (without the prompt) as a str, or a list of ``n`` continuations when ``n`` is given.
+
+        Each step re-runs the whole sequence (no KV cache), so hooks active around the call (steering, patching,
+        ablation) act on every step exactly as they do in ``run``."""
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens={max_new_tokens}; allowed: >= 1")
+        if temperature < 0:
+            raise ValueError(f"temperature={temperature}; allowed: >= 0")
+        rows = 1 if n is None else n
+        if rows < 1:
+            raise ValueError(f"n={n}; allowed: >= 1")
+        toks = self._one(text).repeat(rows, 1)
+        start = toks.shape[1]
+        gen = torch.Generator().manual_seed(seed)
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        done = torch.zeros(rows, dtype=torch.bool)
+        with torch.no_grad():
+            for _ in range(max_new_tokens):
+                if toks.shape[1] >= self.n_ctx:
+                    break
+                logits = _cpu(self.forward(toks)[:, -1])
+                if temperature == 0:
+                    nxt = logits.argmax(-1)
+                else:
+                    logits = logits / temperature
+                    if top_k is not None:
+                        kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
+                        logits = logits.masked_fill(logits < kth, float("-inf"))
+                    nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=gen)[:, 0]
+                if eos is not None:
+                    nxt = torch.where(done, torch.full_like(nxt, eos), nxt)
+                    done |= nxt == eos
+                toks = torch.cat([toks, nxt[:, None]], dim=1)
+                if stop_at_eos and eos is not None and bool(done.all()):
+                    break
+        outs = []
+        for row in toks[:, start:].tolist():
+            if stop_at_eos and eos is not None and eos in row:
+                row = row[: row.index(eos)]
+            outs.append(self.tokenizer.decode(row) if self.tokenizer is not None else str(row))
+        return outs[0] if n is None else outs
+
     # ------------------------------------------------------------------------------------------ residual reads
     def _one(self, text) -> torch.Tensor:
         toks = self.to_tokens(text)
@@ -370,17 +415,26 @@ class Model:
         """Every torch hook on every HookPoint (interp's or anyone's) — zero when nothing is attached."""
         return self._hookset.count_torch_hooks()
 
-    def patch(self, layer: int, point: str, pos: int | None, value):
-        """Replace the residual at ``blocks.{layer}.hook_resid_{point}``, position ``pos`` (None = all), with a
-        tensor ([d_model], [pos, d_model] or [batch, ..., d_model]) or ``fn(resid_at_pos) -> tensor``."""
+    def _positions(self, pos, n: int):
+        """None -> every position; an int or a list of ints -> checked indices (negative from the end)."""
+        if pos is None:
+            return slice(None)
+        if isinstance(pos, (list, tuple)):
+            if not pos:
+                raise ValueError("empty list of positions; pass None for every position")
+            return [self.check_pos(p, n) for p in pos]
+        return self.check_pos(pos, n)
+
+    def patch(self, layer: int, point: str, pos, value):
+        """Replace the residual at ``blocks.{layer}.hook_resid_{point}``, at ``pos`` (an int, a list of ints, or
+        None for all) with a tensor (broadcast to [batch, positions, d_model]: e.g. [d_model] or
+        [positions, d_model]) or with ``fn(resid_at_pos) -> tensor``."""
         layer, point = self.check_layer(layer), self.check_point(point)
         if not callable(value):
             value = self.check_vector(value, what="patch value")
 
         def replace(t, hook):
-            if pos is not None:
-                self.check_pos(pos, t.shape[1])
-            idx = (slice(None), slice(None) if pos is None else pos)
+            idx = (slice(None), self._positions(pos, t.shape[1]))
             new = value(t[idx]) if callable(value) else value.to(t.device, t.dtype)
             out = t.clone()
             out[idx] = new
@@ -389,21 +443,18 @@ class Model:
         return self.hooks([(f"blocks.{layer}.hook_resid_{point}", replace)],
                           description=f"patch L{layer} {point} pos={pos}")
 
-    def steer(self, vector, layer: int, *, scale: float = 1.0, point: str = "pre", pos: int | None = None):
-        """Add ``scale * vector`` ([d_model]) to the residual at (layer, point), at ``pos`` or every position."""
+    def steer(self, vector, layer: int, *, scale: float = 1.0, point: str = "pre", pos=None):
+        """Add ``scale * vector`` ([d_model]) to the residual at (layer, point), at ``pos`` (int, list, or None for
+        every position)."""
         layer, point = self.check_layer(layer), self.check_point(point)
         vec = self.check_vector(vector, what="steering vector")
         if vec.ndim != 1:
             raise ValueError(f"steering vector must be 1-D [d_model={self.d_model}], got shape {tuple(vec.shape)}")
 
         def add(t, hook):
-            v = (scale * vec).to(t.device, t.dtype)
+            idx = (slice(None), self._positions(pos, t.shape[1]))
             out = t.clone()
-            if pos is None:
-                out += v
-            else:
-                self.check_pos(pos, t.shape[1])
-                out[:, pos] += v
+            out[idx] += (scale * vec).to(t.device, t.dtype)
             return out
 
         return self.hooks([(f"blocks.{layer}.hook_resid_{point}", add)],

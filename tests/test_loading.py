@@ -13,17 +13,23 @@ from interp import _paths, loading
 PROMPT = "The Eiffel Tower is located in the city of"
 
 
-def raw_logits(model, toks):
-    with torch.no_grad():
-        return model.hf_model(toks).logits
+def raw_reference(fixture):
+    """A separate, un-bridged transformers model with the same weights (the bridge rewires the one it wraps)."""
+    if fixture == "embedded":
+        return loading.embedded_transformers()
+    return loading.tiny_transformers(fixture.removeprefix("tiny_"), seed=0)[0]
 
 
 @pytest.mark.parametrize("fixture", ["embedded", "tiny_llama", "tiny_gpt2"])
 def test_bridge_logits_equal_raw_transformers(fixture, request):
     model = request.getfixturevalue(fixture)
+    raw = raw_reference(fixture)
+    assert "Bridge" not in type(raw.get_submodule("lm_head")).__name__
     text = PROMPT if fixture == "embedded" else "induction heads copy tokens"
-    toks = model.to_tokens(text)
-    diff = (model.run(toks) - raw_logits(model, toks)).abs().max().item()
+    toks = model.to_tokens(["a short one", text])
+    with torch.no_grad():
+        ref = raw(toks).logits
+    diff = (model.run(toks) - ref).abs().max().item()
     assert diff <= 1e-4
 
 

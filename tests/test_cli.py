@@ -1,0 +1,61 @@
+"""The command line: every subcommand is registered, --json prints exactly one JSON document, errors are clean."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from interp import cli
+
+
+def run_json(capsys, *argv):
+    code = cli.main([*argv, "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)  # exactly one document, nothing else on stdout
+
+
+def test_every_analyzer_module_is_present_and_registers_commands():
+    mods = cli.analyzer_modules()
+    assert [m.__name__ for m in mods] == cli.ANALYZER_MODULES
+    parser = cli.build_parser()
+    commands = set(parser._subparsers._group_actions[0].choices)
+    assert {"info", "run", "lens", "dla", "attention", "neurons", "induction", "reproduce-induction", "trace",
+            "edit", "eval-edits"} <= commands
+
+
+def test_every_subcommand_takes_json():
+    parser = cli.build_parser()
+    for name, sub in parser._subparsers._group_actions[0].choices.items():
+        assert any("--json" in a.option_strings for a in sub._actions), name
+
+
+def test_info_json(capsys, embedded):
+    code, doc = run_json(capsys, "info")
+    assert code == 0
+    assert doc["architecture"]["layers"] == 30 and doc["architecture"]["kv_heads"] == 3
+    assert doc["parameters"]["total"] == sum(p.numel() for p in embedded.hf_model.parameters())
+    assert doc["parameters"]["ffn"] == max(v for k, v in doc["parameters"].items() if k != "total")
+
+
+def test_run_json_matches_the_model(capsys, embedded):
+    code, doc = run_json(capsys, "run", "The Eiffel Tower is located in the city of", "--top", "3")
+    assert code == 0 and [r["rank"] for r in doc["top"]] == [1, 2, 3]
+    logits = embedded.run("The Eiffel Tower is located in the city of")[0, -1]
+    assert doc["top"][0]["token_id"] == int(logits.argmax()) and doc["top"][0]["token"] == " Paris"
+    assert doc["top"][0]["logit"] == pytest.approx(float(logits.max()), abs=1e-4)
+
+
+def test_errors_are_one_json_document(capsys):
+    code, doc = run_json(capsys, "run", "", "--top", "3")
+    assert code == 2 and "empty text" in doc["error"]
+    code, doc = run_json(capsys, "run", "hello", "--top", "0")
+    assert code == 2 and "--top 0" in doc["error"]
+
+
+def test_console_script_runs_in_a_subprocess():
+    proc = subprocess.run([sys.executable, "-m", "interp.cli", "run", "Paris is the capital of", "--top", "2",
+                           "--json"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert len(doc["top"]) == 2

@@ -562,6 +562,13 @@ class Model:
                 raise ValueError(f"no parameter {k!r} to snapshot; e.g. {list(params)[:3]}")
         return {k: params[k].detach().clone() for k in keys}
 
+    def edited(self, edit):
+        """``with model.edited(edit): ...`` — apply a weight edit (e.g. an :class:`interp.rome.Edit`) inside the
+        block and always revert it on exit, bit for bit."""
+        from .rome import model_edited
+
+        return model_edited(self, edit)
+
     def restore(self, snapshot: dict[str, torch.Tensor]) -> None:
         params = self.named_params()
         with torch.no_grad():

@@ -6,7 +6,7 @@ the induction-head phase change is written here, nanoGPT-style, on top of
 
 It exposes the same hook names as the TransformerBridge wraps of pretrained
 models (`hook_embed`, `blocks.{l}.hook_resid_pre`, `blocks.{l}.attn.hook_pattern`,
-`blocks.{l}.attn.hook_z`, ...), so `interp.Model.from_module(ToyTransformer(cfg))`
+`blocks.{l}.attn.hook_z`, ...), so `interp.Model.from_module(AttnOnlyTransformer(cfg))`
 wraps it and the same analysis code runs on it and on the embedded model.
 
 Architecture (following Olsson et al. 2022's small attention-only models and
@@ -37,7 +37,11 @@ class ToyConfig:
     d_vocab: int = 64
     n_ctx: int = 64
     bos_token_id: int = 0
-    init_std: float = 0.02  # GPT-2 style init of every weight matrix
+    # PyTorch's own defaults: N(0, 1) embeddings (nn.Embedding) and std 1/sqrt(3 * d_model) for the
+    # matrices (nn.Linear's kaiming-uniform). With GPT-2's 0.02 everywhere the attention logits start
+    # tiny and the induction plateau lasted > 2,000 steps in our runs; these break it in ~1,100.
+    embed_std: float = 1.0
+    init_std: float | None = None  # None: 1 / sqrt(3 * d_model)
 
     def __post_init__(self):
         for field in ("n_layers", "d_model", "n_heads", "d_vocab", "n_ctx"):
@@ -147,7 +151,7 @@ class Block(nn.Module):
         return self.hook_resid_post(resid)
 
 
-class ToyTransformer(HookedRootModule):
+class AttnOnlyTransformer(HookedRootModule):
     """Attention-only transformer. tokens [batch, pos] -> logits [batch, pos, d_vocab]."""
 
     def __init__(self, cfg: ToyConfig | None = None, *, seed: int | None = 0):
@@ -164,11 +168,13 @@ class ToyTransformer(HookedRootModule):
 
     @torch.no_grad()
     def init_weights(self, seed: int | None) -> None:
-        """Normal(0, init_std) for every matrix, from a private generator so the
-        initialization is reproducible without touching the global RNG."""
+        """Normal init (embed_std for W_E / W_pos, init_std for the matrices) from a private
+        generator, so the initialization is reproducible without touching the global RNG."""
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
-        for p in self.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * self.cfg.init_std)
+        std = self.cfg.init_std if self.cfg.init_std is not None else (3 * self.cfg.d_model) ** -0.5
+        for name, p in self.named_parameters():
+            scale = self.cfg.embed_std if name in ("W_E", "W_pos") else std
+            p.copy_(torch.randn(p.shape, generator=gen) * scale)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         if tokens.dim() == 1:
@@ -176,7 +182,9 @@ class ToyTransformer(HookedRootModule):
         n = tokens.shape[1]
         if n > self.cfg.n_ctx:
             raise ValueError(f"sequence length {n} exceeds the context window n_ctx={self.cfg.n_ctx}")
-        resid = self.hook_embed(self.W_E[tokens]) + self.hook_pos_embed(self.W_pos[:n])
+        # F.embedding, not W_E[tokens]: the backward of advanced indexing accumulates with
+        # several threads in a nondeterministic order on CPU (seen with 2 threads).
+        resid = self.hook_embed(F.embedding(tokens, self.W_E)) + self.hook_pos_embed(self.W_pos[:n])
         for block in self.blocks:
             resid = block(resid)
         return resid @ self.W_U
@@ -201,7 +209,7 @@ class ToyTransformer(HookedRootModule):
         save_file(tensors, str(path), metadata={"toy_config": json.dumps(self.cfg.to_dict())})
 
     @classmethod
-    def load(cls, path) -> "ToyTransformer":
+    def load(cls, path) -> "AttnOnlyTransformer":
         import json
 
         from safetensors import safe_open
@@ -210,7 +218,59 @@ class ToyTransformer(HookedRootModule):
         with safe_open(str(path), framework="pt") as f:
             meta = f.metadata() or {}
         if "toy_config" not in meta:
-            raise ValueError(f"{path}: not a ToyTransformer checkpoint (no 'toy_config' metadata)")
+            raise ValueError(f"{path}: not an AttnOnlyTransformer checkpoint (no 'toy_config' metadata)")
         model = cls(ToyConfig(**json.loads(meta["toy_config"])), seed=None)
         model.load_state_dict(load_file(str(path)))
         return model
+
+
+# --- a model with a known answer -------------------------------------------------------
+
+@torch.no_grad()
+def handmade_induction_model(d_vocab: int = 16, n_ctx: int = 32, sharpness: float = 40.0) -> AttnOnlyTransformer:
+    """A 2-layer, 2-head model whose weights are set by hand (no training):
+
+    * L0H0 is an exact previous-token head: position q attends to q - 1 and writes the token
+      it sees into a "previous token" subspace;
+    * L1H0 is an exact induction head: its query is the current token, its key the previous
+      token written by L0H0 (K-composition), so it attends to the token after each earlier
+      occurrence of the current token and copies it to the output (copying score +1);
+    * every other head (and L1H0 when nothing matches) rests on BOS.
+
+    Residual layout (d_model = 2 * d_vocab + n_ctx): [token one-hot | position one-hot |
+    previous-token one-hot]. d_head = d_model / 2 >= n_ctx so positions fit one-hot in a head.
+    `sharpness` is the attention logit of a match (a miss is ~e^-sharpness times as likely).
+    """
+    V, N = d_vocab, n_ctx
+    cfg = ToyConfig(n_layers=2, d_model=2 * V + N, n_heads=2, d_vocab=V, n_ctx=N)
+    if cfg.d_head < N:
+        raise ValueError(f"n_ctx={N} too large for d_vocab={V}: need d_head = {cfg.d_head} >= n_ctx")
+    model = AttnOnlyTransformer(cfg, seed=None)
+    for p in model.parameters():
+        p.zero_()
+    tok, pos, prev = 0, V, V + N  # subspace offsets
+    s = sharpness * math.sqrt(cfg.d_head)  # undo the 1/sqrt(d_head) of the attention scores
+    model.W_E[:, tok:tok + V] = torch.eye(V)
+    model.W_pos[:, pos:pos + N] = torch.eye(N)
+    model.W_U[tok:tok + V, :] = torch.eye(V)
+
+    def rest_on_bos(attn, head, weight=1.0):
+        # every position queries direction 0 of the head; only position 0's key has it
+        attn.W_Q[head, pos:pos + N, 0] = s
+        attn.W_K[head, pos, 0] = weight
+
+    a0, a1 = model.blocks[0].attn, model.blocks[1].attn
+    # L0H0: previous-token head. Query position i -> head dim i; key position j -> head dim j + 1.
+    a0.W_Q[0, pos:pos + N, :N] = s * torch.eye(N)
+    a0.W_K[0, pos:pos + N - 1, 1:N] = torch.eye(N - 1)
+    a0.W_V[0, tok:tok + V, :V] = torch.eye(V)
+    a0.W_O[0, :V, prev:prev + V] = torch.eye(V)  # writes the attended token into "previous token"
+    rest_on_bos(a0, 1)
+    # L1H0: induction head. Query: current token; key: previous token (from L0H0); value: token.
+    a1.W_Q[0, tok:tok + V, 1:V + 1] = s * torch.eye(V)
+    a1.W_K[0, prev:prev + V, 1:V + 1] = torch.eye(V)
+    rest_on_bos(a1, 0, weight=0.5)  # half a match: BOS only wins when no earlier occurrence exists
+    a1.W_V[0, tok:tok + V, :V] = torch.eye(V)
+    a1.W_O[0, :V, tok:tok + V] = 5 * torch.eye(V)  # copy, and outvote the current token's direct path
+    rest_on_bos(a1, 1)
+    return model

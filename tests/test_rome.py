@@ -1,0 +1,373 @@
+"""ROME edits: the rank-one update, k* -> v*, exact revert / save / load / apply, interruption safety, bad input.
+
+Most mechanics run on the tiny models (both MLP orientations: Llama Linear, GPT-2 Conv1D); the embedded model is
+edited once (Eiffel Tower -> Rome) with a small covariance sample."""
+
+import hashlib
+import json
+import types
+
+import pytest
+import torch
+
+import interp
+from interp import rome
+from interp.stats import mlp_key_second_moment
+
+LAYER = 4  # a layer of the embedded model (the default edit layer is checked separately)
+TINY = dict(prompt="{} is in the city of", subject="Tower", target=" Rome", layer=0, v_steps=4)
+
+
+def digest(model) -> str:
+    """sha256 over every parameter's bytes: equal digests = bit-identical weights."""
+    h = hashlib.sha256()
+    for name, p in sorted(model.named_params().items()):
+        h.update(name.encode())
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def matrix(model, layer) -> torch.Tensor:
+    return model.mlp_out_matrix(layer).detach().cpu().clone()
+
+
+@pytest.fixture(scope="module")
+def tiny_stats(tiny_llama, tiny_gpt2):
+    return {id(m): mlp_key_second_moment(m, 0, n_tokens=3000, cache=False, progress=False)
+            for m in (tiny_llama, tiny_gpt2)}
+
+
+@pytest.fixture(scope="module")
+def embedded_stats(embedded):
+    # a small sample (the real edits use 100,000 tokens); a ridge keeps the solve well posed
+    return mlp_key_second_moment(embedded, LAYER, n_tokens=4000, cache=False, progress=False)
+
+
+@pytest.fixture(scope="module")
+def eiffel(embedded, embedded_stats):
+    """One real edit of the embedded model, reverted at the end of the module."""
+    before = matrix(embedded, LAYER)
+    e = rome.edit(embedded, layer=LAYER, stats=embedded_stats, mom2_ridge=1e-3)
+    yield e, before
+    if e.applied:
+        e.revert()
+    assert torch.equal(matrix(embedded, LAYER), before)
+
+
+def greedy(model, text, n=3) -> str:
+    """Independent greedy decoding with full logits from model.run."""
+    toks = model.to_tokens(text)
+    for _ in range(n):
+        toks = torch.cat([toks, model.run(toks)[:, -1].argmax(-1, keepdim=True)], 1)
+    return model.tokenizer.decode(toks[0, -n:].tolist())
+
+
+# ----------------------------------------------------------------------------------------------- the embedded edit
+def test_eiffel_edit_changes_the_fact_and_generalizes(embedded, eiffel):
+    e, _ = eiffel
+    assert e.applied and e.layer == LAYER
+    assert greedy(embedded, "The Eiffel Tower is located in the city of", 1) == " Rome"
+    assert greedy(embedded, "Where is the Eiffel Tower? It stands in the city of", 1) == " Rome"
+    assert greedy(embedded, "The Louvre is located in the city of", 1) == " Paris"  # neighbour kept
+    assert e.request["target_true"] == " Paris"
+    assert len(e.templates) == 1 + sum(c for _, c in e.hparams["templates"]) and e.templates[0] == "{}"
+    assert e.losses[-1] < e.losses[0]
+
+
+def test_update_is_rank_one_and_maps_key_to_value(embedded, eiffel):
+    e, before = eiffel
+    delta = matrix(embedded, LAYER).double() - before.double()
+    s = torch.linalg.svdvals(delta)
+    assert s[1] <= 1e-5 * s[0]
+    assert torch.allclose(delta, torch.outer(e.u, e.v), atol=1e-6 * float(delta.abs().max()) + 1e-9)
+    out = rome.mlp_out_apply(embedded, LAYER, e.key)  # float64, edited weights
+    assert float((out - e.value).norm() / e.value.norm()) <= 1e-4
+    # and the unedited matrix did not already do so
+    assert float((e.key @ before.double().T - e.value).norm() / e.value.norm()) > 1e-2
+
+
+def test_key_is_the_template_average_from_an_independent_forward(embedded, eiffel):
+    e, _ = eiffel
+    keys = []
+    name = f"blocks.{LAYER}.mlp.hook_post"  # the input of the edited matrix: the edit does not change it
+    for tpl in e.templates:
+        text = tpl.replace("{}", e.request["prompt"]).replace("{}", e.request["subject"])
+        prefix = text[: text.index(e.request["subject"]) + len(e.request["subject"])]
+        pos = embedded.to_tokens(prefix).shape[1] - 1  # subject's last token
+        keys.append(embedded.cache(text, [name])[name][0, pos].double())
+    k = torch.stack(keys).mean(0)
+    assert torch.allclose(k, e.key, rtol=1e-4, atol=1e-5)
+
+
+def test_edit_changes_the_real_forward_by_the_rank_one_term(embedded, eiffel):
+    """The MLP output inside a real forward moves by u * (v . k) at the subject's last token."""
+    e, _ = eiffel
+    text = "The Eiffel Tower is located in the city of"
+    pos = embedded.to_tokens("The Eiffel Tower").shape[1] - 1
+    names = [f"blocks.{LAYER}.mlp.hook_post", f"blocks.{LAYER}.hook_mlp_out"]
+    after = embedded.cache(text, names)
+    e.revert()
+    try:
+        before = embedded.cache(text, names)
+    finally:
+        e.apply(embedded)
+    k = before[names[0]][0, pos].double()
+    assert torch.equal(k, after[names[0]][0, pos].double())  # the key is upstream of the edit
+    moved = (after[names[1]][0, pos] - before[names[1]][0, pos]).double()
+    expected = e.u * float(e.v @ k)
+    assert torch.allclose(moved, expected, rtol=1e-3, atol=1e-3 * float(expected.norm()))
+
+
+def test_save_load_apply_is_bit_exact_and_altered_file_refused(embedded, eiffel, tmp_path):
+    e, before = eiffel
+    edited = matrix(embedded, LAYER)
+    path = e.save(tmp_path / "eiffel.safetensors")
+    meta = json.loads((tmp_path / "eiffel.json").read_text())
+    assert meta["layer"] == LAYER and meta["fingerprint"] == embedded.fingerprint and len(meta["sha256"]) == 64
+    e.revert()
+    assert torch.equal(matrix(embedded, LAYER), before)
+    loaded = rome.load_edit(path)
+    assert loaded.templates == e.templates and loaded.request == e.request
+    with rome.model_edited(embedded, loaded):
+        assert torch.equal(matrix(embedded, LAYER), edited)
+    assert torch.equal(matrix(embedded, LAYER), before)
+    e.apply(embedded)  # back to the module's state
+    raw = bytearray(path.read_bytes())
+    raw[-3] ^= 0x01
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="altered"):
+        rome.load_edit(path)
+
+
+def test_target_that_is_already_the_answer_is_refused(embedded, eiffel, embedded_stats):
+    e, _ = eiffel
+    e.revert()
+    try:
+        d = digest(embedded)
+        with pytest.raises(ValueError, match="already the model's answer"):
+            rome.edit(embedded, target=" Paris", layer=LAYER, stats=embedded_stats, mom2_ridge=1e-3)
+        assert digest(embedded) == d
+    finally:
+        e.apply(embedded)
+
+
+def test_default_layer_of_the_embedded_model_is_in_range(embedded):
+    layer = rome.default_layer(embedded)
+    assert 0 <= layer < embedded.n_layers
+    assert layer == rome._DEFAULT_LAYERS[embedded.fingerprint]
+
+
+# ----------------------------------------------------------------------------------------------- tiny models
+@pytest.fixture(params=["tiny_llama", "tiny_gpt2"])
+def tiny(request, tiny_stats):
+    model = request.getfixturevalue(request.param)
+    return model, tiny_stats[id(model)]
+
+
+def test_tiny_edit_rank_one_key_value_and_revert(tiny):
+    model, stats = tiny
+    d0, before = digest(model), matrix(model, 0)
+    e = rome.edit(model, **TINY, stats=stats)
+    try:
+        delta = matrix(model, 0).double() - before.double()
+        s = torch.linalg.svdvals(delta)
+        assert s[1] <= 1e-5 * s[0] and s[0] > 0
+        out = rome.mlp_out_apply(model, 0, e.key)
+        assert float((out - e.value).norm() / e.value.norm()) <= 1e-4
+        # the bias (GPT-2) is part of v*: v* - M k* - b is exactly the optimized delta u
+        m64 = before.double()
+        assert torch.allclose(e.value - e.key @ m64.T - rome._mlp_out_bias(model, 0), e.u, atol=1e-5)
+    finally:
+        e.revert()
+    assert digest(model) == d0
+    with pytest.raises(ValueError, match="not applied"):
+        e.revert()
+
+
+def test_save_then_apply_on_a_fresh_load_is_bit_identical(tmp_path, tiny):
+    model, stats = tiny
+    arch = "llama" if "llama" in model.source else "gpt2"
+    e = rome.edit(model, **TINY, stats=stats)
+    edited = digest(model)
+    path = e.save(tmp_path / "e")
+    e.revert()
+    fresh = interp.load_tiny(arch, seed=0)
+    rome.load_edit(tmp_path / "e.json").apply(fresh)
+    assert digest(fresh) == edited
+    other = interp.load_tiny(arch, seed=0)
+    rome.load_edit(path).apply(other)
+    assert digest(other) == digest(fresh)
+    stranger = interp.load_tiny(arch, seed=1)
+    d = digest(stranger)
+    with pytest.raises(ValueError, match="fingerprint"):
+        rome.load_edit(path).apply(stranger)
+    assert digest(stranger) == d
+
+
+@pytest.mark.parametrize("stage, exc", [("optimize", KeyboardInterrupt), ("update", KeyboardInterrupt),
+                                        ("update", RuntimeError)])
+def test_interrupt_mid_edit_leaves_weights_bit_identical(tiny, stage, exc):
+    model, stats = tiny
+    d0 = digest(model)
+    flags = [p.requires_grad for p in model.named_params().values()]
+    seen = []
+
+    def progress(event):
+        seen.append(event["stage"])
+        if event["stage"] == stage and (stage != "optimize" or event["step"] == 2):
+            raise exc("stop")
+
+    with pytest.raises(exc):
+        rome.edit(model, **TINY, stats=stats, progress=progress)
+    assert stage in seen
+    assert digest(model) == d0
+    assert [p.requires_grad for p in model.named_params().values()] == flags
+    assert model.attached_hook_count() == 0
+
+
+def test_failure_inside_the_weight_write_restores(tiny, monkeypatch):
+    model, stats = tiny
+    d0 = digest(model)
+    real_copy = torch.Tensor.copy_
+    calls = []
+
+    def half_copy(self, src, *a, **k):
+        # the first copy into the weight writes it, then fails, as if interrupted right after the write
+        out = real_copy(self, src, *a, **k)
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return out
+
+    monkeypatch.setattr(torch.Tensor, "copy_", half_copy)
+    with pytest.raises(KeyboardInterrupt):
+        rome._write_matrix(types.SimpleNamespace(), model, 0, matrix(model, 0) + 1.0)
+    monkeypatch.undo()
+    assert len(calls) == 2  # written once, restored once
+    assert digest(model) == d0
+
+
+def test_stacked_edits_revert_in_reverse_order_only(tiny):
+    model, stats = tiny
+    d0 = digest(model)
+    a = rome.edit(model, **TINY, stats=stats)
+    b = rome.edit(model, **{**TINY, "target": " Oslo"}, stats=stats)
+    with pytest.raises(ValueError, match="revert the later edit first"):
+        a.revert()
+    b.revert()
+    a.revert()
+    assert digest(model) == d0
+
+
+def test_model_edited_reverts_after_an_exception(tiny, tmp_path):
+    model, stats = tiny
+    d0 = digest(model)
+    e = rome.edit(model, **TINY, stats=stats)
+    e.revert()
+    with pytest.raises(RuntimeError):
+        with rome.model_edited(model, e):
+            assert digest(model) != d0
+            raise RuntimeError("boom")
+    assert digest(model) == d0 and not e.applied
+    with e.applied_to(model):
+        with pytest.raises(ValueError, match="already applied"):
+            e.apply(model)
+    assert digest(model) == d0
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(prompt="Tower is in the city of"), "has no '{}'"),
+    (dict(prompt="It is in the city of"), "not found in the prompt"),
+    (dict(prompt="{} and {} are in"), "exactly one"),
+    (dict(subject=""), "subject"),
+    (dict(target=""), "empty"),
+    (dict(layer=2), "out of range"),
+    (dict(layer=-3), "out of range"),
+    (dict(v_lr=0), "v_lr"),
+    (dict(not_a_param=1), "unknown ROME hyperparameter"),
+])
+def test_bad_input_is_refused_and_changes_nothing(tiny, kwargs, match):
+    model, stats = tiny
+    d0 = digest(model)
+    with pytest.raises(ValueError, match=match):
+        rome.edit(model, **{**TINY, **kwargs}, stats=stats)
+    assert digest(model) == d0
+
+
+def test_missing_edit_files_and_wrong_stats(tmp_path, tiny):
+    model, _ = tiny
+    with pytest.raises(FileNotFoundError):
+        rome.load_edit(tmp_path / "nothing.safetensors")
+    with pytest.raises(ValueError, match="second-moment matrix"):
+        rome.edit(model, **TINY, stats=torch.eye(3))
+
+
+def test_context_templates_are_seeded_and_stored(tiny_llama):
+    a = rome.context_templates(tiny_llama, seed=3, spec=((4, 2), (6, 1)))
+    rome._TEMPLATE_CACHE.clear()
+    b = rome.context_templates(tiny_llama, seed=3, spec=((4, 2), (6, 1)))
+    c = rome.context_templates(tiny_llama, seed=4, spec=((4, 2), (6, 1)))
+    assert a == b and a != c and len(a) == 4 and a[0] == "{}"
+    assert all(t.endswith(". {}") and t.count("{}") == 1 for t in a[1:])
+
+
+def test_subject_last_index_matches_prefix_tokenization(embedded):
+    text = "Therefore, we went. The Eiffel Tower is located in"
+    end = text.index("Tower") + len("Tower")
+    assert rome.subject_last_index(embedded, text, end) == embedded.to_tokens(text[:end]).shape[1] - 1
+    assert embedded.to_str_tokens(text)[rome.subject_last_index(embedded, text, end)] == " Tower"
+
+
+# ----------------------------------------------------------------------------------------------- records
+def _record(**over):
+    rec = dict(case_id=1, relation="r", split="dev", prompt="{} is in", subject="X", target_true=" A",
+               target_new=" B", paraphrase_prompts=["X is at", "X lies in"],
+               neighborhood_prompts=[f"Y{i} is in" for i in range(5)], generation_prompts=["X is", "X was"])
+    rec.update(over)
+    return rec
+
+
+@pytest.mark.parametrize("over, match", [
+    (dict(prompt="X is in"), "has no"), (dict(split="train"), "split"), (dict(target_new=""), "empty"),
+    (dict(target_new=" A"), "equals target_true"), (dict(paraphrase_prompts=["one"]), "paraphrase_prompts"),
+    (dict(neighborhood_prompts="Y is in"), "neighborhood_prompts"),
+])
+def test_load_records_validates(tmp_path, over, match):
+    path = tmp_path / "f.jsonl"
+    path.write_text(json.dumps(_record()) + "\n" + json.dumps(_record(case_id=2, **over)) + "\n")
+    with pytest.raises(ValueError, match=match):
+        rome.load_records(path)
+
+
+def test_load_records_splits_and_errors(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_text("\n".join(json.dumps(_record(case_id=i, split=s)) for i, s in enumerate(["dev", "test", "dev"])))
+    assert [r.case_id for r in rome.load_records(path, split="dev")] == [0, 2]
+    assert len(rome.load_records(path)) == 3
+    with pytest.raises(ValueError, match="split"):
+        rome.load_records(path, split="train")
+    with pytest.raises(FileNotFoundError):
+        rome.load_records(tmp_path / "absent.jsonl")
+    path.write_text(json.dumps(_record()) + "\n" + json.dumps(_record()) + "\n")
+    with pytest.raises(ValueError, match="twice"):
+        rome.load_records(path)
+
+
+def test_the_shipped_records_load():
+    recs = rome.load_records()
+    assert {r.split for r in recs} == {"dev", "test"}
+    assert all(r.target_new.startswith(" ") and r.target_true.startswith(" ") for r in recs)
+
+
+# ----------------------------------------------------------------------------------------------- CLI
+def test_cli_edit_handler(tiny_llama, tmp_path):
+    args = types.SimpleNamespace(prompt=TINY["prompt"], subject=TINY["subject"], target=TINY["target"], layer=0,
+                                 seed=0, also=["Tower is"], tokens=3, save=str(tmp_path / "cli"),
+                                 mom2_tokens=3000, json=True)
+    d0 = digest(tiny_llama)
+    out = rome.cli_edit(args, model=tiny_llama)
+    assert digest(tiny_llama) == d0
+    assert [c["prompt"] for c in out["completions"]] == ["Tower is in the city of", "Tower is"]
+    assert out["completions"][0]["before"] == greedy(tiny_llama, "Tower is in the city of", 3)
+    assert out["saved"] and rome.load_edit(out["saved"]).layer == 0
+    json.dumps({k: v for k, v in out.items() if k != "_text"})

@@ -1,0 +1,247 @@
+"""Causal tracing (interp.trace), checked against restorations written out by hand with model.hooks."""
+
+import json
+
+import pytest
+import torch
+
+from interp.trace import (FactTraceResult, _baseline, _corrupt, _last_logits, _noise_draws, _prompt_and_subject,
+                          _grow_probs, _plain_probs, causal_trace, fact_prompt, trace_facts)
+
+TEXT = "The Eiffel Tower is in Paris"
+SUBJECT = "Eiffel"
+
+
+def _sharpened(arch):
+    """A private tiny model whose weight matrices are scaled x8, so that its next-token distribution is peaked
+    enough for the noise and the restorations to move probabilities by ~1e-2 (random tiny models are near
+    uniform, where every check would pass trivially)."""
+    import interp
+
+    model = interp.load_tiny(arch, seed=0)
+    with torch.no_grad():
+        for p in model.hf_model.parameters():
+            if p.ndim >= 2:
+                p.mul_(8)
+    return model
+
+
+@pytest.fixture(scope="module")
+def sharp_llama():
+    model = _sharpened("llama")
+    yield model
+    assert model.attached_hook_count() == 0
+
+
+@pytest.fixture(scope="module")
+def sharp_gpt2():
+    model = _sharpened("gpt2")
+    yield model
+    assert model.attached_hook_count() == 0
+
+
+def manual_restored_prob(model, text, subject, draws, target_id, restore: dict[str, list[int]]):
+    """Independent computation: a plain forward per noise draw, with model.hooks adding the noise at the subject
+    and writing clean states (from a separate clean model.cache) at the given positions; mean p(target)."""
+    toks = model.to_tokens(text)
+    s0, s1 = _prompt_and_subject(model, text, subject)[1]
+    clean = model.cache(toks, list(restore)) if restore else {}
+    probs = []
+    for d in draws:
+        def corrupt(t, hook, d=d):
+            t = t.clone()
+            t[0, s0:s1] += d
+            return t
+
+        def put(name, positions):
+            def fn(t, hook):
+                t = t.clone()
+                t[0, positions] = clean[name][0, positions]
+                return t
+            return fn
+
+        with model.hooks([("hook_embed", corrupt)] + [(n, put(n, p)) for n, p in restore.items()]):
+            logits = model.run(toks)
+        probs.append(float(logits[0, -1].softmax(-1)[target_id]))
+    return sum(probs) / len(probs)
+
+
+@pytest.mark.parametrize("fixture", ["tiny_llama", "tiny_gpt2"])
+def test_shapes_and_fields(fixture, request, tmp_path):
+    model = request.getfixturevalue(fixture)
+    tr = causal_trace(model, TEXT, SUBJECT, samples=3)
+    n = len(model.to_str_tokens(TEXT))
+    assert tr.tokens == model.to_str_tokens(TEXT) and len(tr.tokens) == n
+    assert tr.subject_range == (5, 11)  # byte tokens: BOS, "The ", then "Eiffel"
+    for kind in ("resid", "mlp", "attn"):
+        assert tr.effects[kind].shape == (model.n_layers, n)
+        assert torch.isfinite(tr.effects[kind]).all()
+        assert (tr.effects[kind][:, :5] == 0).all()  # before the subject nothing can change
+        torch.testing.assert_close(tr.effects[kind], tr.restored[kind] - tr.corrupted_prob)
+    assert tr.corrupted_probs.shape == (3,)
+    assert tr.target_id == int(model.run(TEXT)[0, -1].argmax())
+    frame = tr.to_frame()
+    assert len(frame) == 3 * model.n_layers * n and frame["subject"].sum() == 3 * model.n_layers * 6
+    pk = tr.peak("mlp", "last_subject")
+    assert pk["token"] == 10 and pk["effect"] == float(tr.effects["mlp"][:, 10].max())
+    fig = tr.plot(out=tmp_path / "t.png")
+    assert (tmp_path / "t.png").stat().st_size > 0 and len(fig.axes) == 6
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels[5].endswith("*") and not labels[4].endswith("*")
+    json.dumps(tr.to_dict())
+
+
+def test_clean_prob_matches_plain_run(tiny_llama):
+    tr = causal_trace(tiny_llama, TEXT, SUBJECT, target=" ", samples=2, kinds=("resid",))
+    p = float(tiny_llama.run(TEXT)[0, -1].softmax(-1)[tr.target_id])
+    assert tr.clean_prob == pytest.approx(p, abs=1e-6)
+
+
+def test_noise_zero_changes_nothing(sharp_gpt2):
+    tr = causal_trace(sharp_gpt2, TEXT, SUBJECT, samples=3, noise=0.0)
+    assert tr.corrupted_prob == pytest.approx(tr.clean_prob, abs=1e-6)
+    for kind in tr.effects:
+        assert tr.effects[kind].abs().max() < 1e-6
+
+
+def test_restoring_everything_gives_clean_prob(sharp_llama, sharp_gpt2):
+    for model in (sharp_llama, sharp_gpt2):
+        toks, subj = _prompt_and_subject(model, TEXT, SUBJECT)
+        n, L = toks.shape[1], model.n_layers
+        draws = _noise_draws(4, subj[1] - subj[0], model.d_model, 1.0, seed=1)
+        names = [f"blocks.{l}.{h}" for l in range(L) for h in ("hook_resid_post", "hook_mlp_out", "hook_attn_out")]
+        probs, clean, target = _baseline(model, toks, subj, draws, None, names)
+        assert probs[1:].sub(probs[0]).abs().max() > 1e-3  # the noise does change the answer's probability
+        every_resid = tuple(f"blocks.{l}.hook_resid_post" for l in range(L))
+        configs = [(every_resid, p) for p in range(n)]  # one config per position, all layers restored
+        per_pos = _grow_probs(model, toks, subj, draws, target, configs, clean, chunk_tokens=10**6,
+                              progress=False, desc="")
+        # every layer's residual at the last position: the final state is the clean one
+        assert per_pos[n - 1].sub(probs[0]).abs().max() < 1e-6
+        # at one subject position only, the other subject positions stay corrupted
+        assert per_pos[subj[0]].sub(probs[0]).abs().max() > 1e-4
+        # all layers, all positions: exactly the clean run
+        hooks = [("hook_embed", _corrupt(subj, draws))]
+        for l in range(L):
+            name = f"blocks.{l}.hook_resid_post"
+            hooks.append((name, lambda t, hook, c=clean[name]: c.expand_as(t).clone()))
+        logits = _last_logits(model, toks.repeat(4, 1), hooks)
+        assert logits.softmax(-1)[:, target].sub(probs[0]).abs().max() < 1e-6
+        # every MLP and attention output at the last position: the last token's residual is clean again
+        outs = tuple(f"blocks.{l}.{h}" for l in range(L) for h in ("hook_mlp_out", "hook_attn_out"))
+        last = _plain_probs(model, toks, subj, draws, target, [(outs, n - 1)], clean, chunk_tokens=10**6,
+                            progress=False, desc="")
+        assert last.sub(probs[0]).abs().max() < 1e-6
+
+
+@pytest.mark.parametrize("fixture", ["sharp_llama", "sharp_gpt2"])
+def test_grow_engine_equals_plain_engine(fixture, request):
+    """The growing-batch engine against the one-full-row-per-restoration engine, every kind, layer and token."""
+    model = request.getfixturevalue(fixture)
+    grow = causal_trace(model, TEXT, SUBJECT, samples=2, window=2, method="grow", chunk_tokens=600)  # 2 chunks
+    carrier = _grow_probs.last_carrier
+    plain = causal_trace(model, TEXT, SUBJECT, samples=2, window=2, method="plain")
+    for kind in grow.effects:
+        torch.testing.assert_close(grow.restored[kind], plain.restored[kind], rtol=0, atol=2e-6)
+        assert grow.effects[kind].abs().max() > 1e-4
+    torch.testing.assert_close(carrier, grow.corrupted_probs, rtol=0, atol=2e-6)
+
+
+@pytest.mark.parametrize("kind, layer, pos", [("resid", 0, 7), ("resid", 1, 28), ("mlp", 0, 10), ("attn", 1, 28)])
+def test_effects_match_hand_written_restoration(sharp_llama, kind, layer, pos):
+    tiny_llama = sharp_llama
+    tr = causal_trace(tiny_llama, TEXT, SUBJECT, samples=3, window=1, seed=5, kinds=(kind,))
+    s0, s1 = tr.subject_range
+    draws = _noise_draws(3, s1 - s0, tiny_llama.d_model, tr.noise, seed=5)
+    hook = {"resid": "hook_resid_post", "mlp": "hook_mlp_out", "attn": "hook_attn_out"}[kind]
+    expect = manual_restored_prob(tiny_llama, TEXT, SUBJECT, draws, tr.target_id, {f"blocks.{layer}.{hook}": [pos]})
+    assert float(tr.restored[kind][layer, pos]) == pytest.approx(expect, abs=2e-6)
+    corrupted = manual_restored_prob(tiny_llama, TEXT, SUBJECT, draws, tr.target_id, {})
+    assert tr.corrupted_prob == pytest.approx(corrupted, abs=2e-6)
+    assert abs(expect - corrupted) > 1e-4  # a restoration that matters
+
+
+def test_window_restores_neighbouring_layers(sharp_llama):
+    model = sharp_llama  # 2 layers: window 2 around layer 1 is layers 0..1 (range(l - 1, l + 1))
+    tr = causal_trace(model, TEXT, SUBJECT, samples=2, window=2, kinds=("mlp",), positions=["last_subject"])
+    draws = _noise_draws(2, 6, model.d_model, tr.noise, seed=0)
+    both = {"blocks.0.hook_mlp_out": [10], "blocks.1.hook_mlp_out": [10]}
+    assert float(tr.restored["mlp"][1, 10]) == pytest.approx(
+        manual_restored_prob(model, TEXT, SUBJECT, draws, tr.target_id, both), abs=2e-6)
+    assert torch.isnan(tr.effects["mlp"][:, 12]).all()  # not asked for
+
+
+def test_seed_determinism(tiny_llama):
+    a = causal_trace(tiny_llama, TEXT, SUBJECT, samples=2, kinds=("mlp",), seed=3)
+    b = causal_trace(tiny_llama, TEXT, SUBJECT, samples=2, kinds=("mlp",), seed=3)
+    c = causal_trace(tiny_llama, TEXT, SUBJECT, samples=2, kinds=("mlp",), seed=4)
+    assert torch.equal(a.effects["mlp"], b.effects["mlp"])
+    assert not torch.equal(a.corrupted_probs, c.corrupted_probs)
+
+
+@pytest.mark.parametrize("kwargs, word", [
+    ({"subject": "Louvre"}, "'Louvre'"),
+    ({"subject": ""}, "subject ''"),
+    ({"text": ""}, "text ''"),
+    ({"samples": 0}, "samples=0"),
+    ({"window": 0}, "window=0"),
+    ({"kinds": ("mlp", "heads")}, "heads"),
+    ({"noise": -1.0}, "noise=-1.0"),
+    ({"positions": [99]}, "99"),
+])
+def test_bad_input(tiny_llama, kwargs, word):
+    args = {"text": TEXT, "subject": SUBJECT, **kwargs}
+    with pytest.raises(ValueError, match=word):
+        causal_trace(tiny_llama, args.pop("text"), args.pop("subject"), **args)
+
+
+def test_trace_facts(tiny_llama):
+    records = [{"case_id": 1, "prompt": "{} is in Paris", "subject": "The Eiffel Tower", "target_true": " is"},
+               {"case_id": 2, "prompt": "Rome is the capital of Italy", "subject": "Rome"}]
+    res = trace_facts(tiny_llama, records, samples=2, kinds=("mlp", "resid"), progress=False)
+    assert isinstance(res, FactTraceResult)
+    assert res.effects["mlp"].shape == (2, tiny_llama.n_layers)
+    # each row equals the single-prompt trace at that prompt's last subject token
+    tr = causal_trace(tiny_llama, "The Eiffel Tower is in Paris", "The Eiffel Tower", " is", samples=2,
+                      kinds=("mlp",), positions=["last_subject"])
+    torch.testing.assert_close(res.effects["mlp"][0], tr.effects["mlp"][:, tr.last_subject])
+    torch.testing.assert_close(res.mean("mlp"), res.effects["mlp"].mean(0))
+    assert res.peak_layer("mlp") == int(res.effects["mlp"].mean(0).argmax())
+    assert len(res.to_frame()) == 2 * tiny_llama.n_layers
+    assert res.plot() is not None
+    assert fact_prompt({"prompt": "{} plays", "subject": "X", "target_true": {"str": "jazz"}}) == ("X plays", "X",
+                                                                                                  " jazz")
+    with pytest.raises(ValueError, match="'prompt'"):
+        trace_facts(tiny_llama, [{"subject": "x"}], progress=False)
+    with pytest.raises(ValueError, match="not found"):
+        trace_facts(tiny_llama, [{"prompt": "{} is", "subject": "Rome"}, {"prompt": "Paris", "subject": "Rome"}],
+                    progress=False)
+
+
+def test_cli_handler(tiny_llama, tmp_path):
+    import argparse
+
+    from interp import trace
+
+    parser = argparse.ArgumentParser()
+    trace.add_cli(parser.add_subparsers())
+    args = parser.parse_args(["trace", TEXT, "--subject", SUBJECT, "--samples", "2", "--kinds", "mlp",
+                              "--out", str(tmp_path / "tr.png"), "--json"])
+    out = args.func(args, model=tiny_llama)
+    json.dumps(out)
+    assert out["subject_range"] == [5, 11] and "mlp" in out["peaks"] and (tmp_path / "tr.png").exists()
+    assert "last subject token" in out["_text"]
+    assert out["effects"]["mlp"][0][:5] == [0.0] * 5
+
+
+def test_eiffel_on_embedded_model(embedded):
+    """The real fact: corrupting 'The Eiffel Tower' destroys ' Paris'; restoring the last subject token's
+    residual in early layers, or the last token's in late layers, brings it (partly) back."""
+    text = "The Eiffel Tower is located in the city of"
+    tr = causal_trace(embedded, text, "The Eiffel Tower", samples=3, kinds=("resid",),
+                      positions=["last_subject", "last"])
+    assert tr.target == " Paris" and tr.subject_range == (1, 5)
+    assert tr.corrupted_prob < 0.5 * tr.clean_prob
+    last_subj, last = tr.restored["resid"][:, 4], tr.restored["resid"][:, -1]
+    assert last[-1] == pytest.approx(tr.clean_prob, abs=1e-5)  # the final state itself
+    assert last_subj[0] > last_subj[-1] and last[-1] > last[0]

@@ -22,9 +22,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from interp.corpus import token_batches, wiki_documents  # noqa: E402
-from interp.stats import mlp_key_second_moment  # noqa: E402
-from interp.trace import causal_trace, embedding_std  # noqa: E402
+from interp.corpus import token_batches, wiki_documents
+from interp.stats import mlp_key_second_moment
+from interp.trace import causal_trace, embedding_std
 
 EIFFEL = ("The Eiffel Tower is located in the city of", "The Eiffel Tower")
 EDIT_LAYER_EMBEDDED = 10  # MLP peak of the Eiffel trace at the last subject token (see trace notes)
@@ -54,7 +54,8 @@ def covariance_throughput_ratio(model, *, layer: int | None = None, n_docs: int 
                                 max_len: int = 128, repeats: int = 3) -> float:
     layer = default_layer(model) if layer is None else model.check_layer(layer)
     docs = wiki_documents(n=n_docs)
-    kw = dict(n_tokens=None, n_docs=n_docs, batch_size=batch_size, max_len=max_len, cache=False, progress=False)
+    kw = {"n_tokens": None, "n_docs": n_docs, "batch_size": batch_size, "max_len": max_len, "cache": False,
+          "progress": False}
     mlp_key_second_moment(model, layer, **{**kw, "n_docs": batch_size})  # warm-up
     t_plain, t_stats = [], []
     for _ in range(repeats):  # interleaved, so load changes hit both sides alike

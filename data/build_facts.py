@@ -81,8 +81,10 @@ def load_model():
 #   pools        - object (target, with leading space) -> subjects.  Every
 #                  subject is a candidate record AND a candidate neighbor for
 #                  the other subjects of the same object.
-#   new_choices  - optional: restricts which objects may serve as target_new
-#                  (default: all other objects of the relation)
+#   also_true    - optional {subject: [objects]}: other objects that are also
+#                  true of the subject (e.g. a scholar's second field); they are
+#                  never used as its target_new, and the subject is not used as a
+#                  neighbor of a record whose target_new is one of them
 # ---------------------------------------------------------------------------
 RELATIONS: dict[str, dict] = {}
 
@@ -95,7 +97,7 @@ RELATIONS["located_in_city"] = dict(
         "The city that is home to {} is",
         "If you visit {}, you will be in the city of",
     ],
-    generation=["{S} is", "{S} is famous for", "The best way to describe {} is", "{S} was built"],
+    generation=["{S} is", "{S} is famous for", "{S} was built", "{S} attracts visitors because"],
     pools={
         " Paris": ["The Eiffel Tower", "The Louvre", "Notre-Dame Cathedral", "The Arc de Triomphe",
                    "The Musée d'Orsay", "The Champs-Élysées", "The Sacré-Cœur Basilica", "The Palais Garnier",
@@ -139,7 +141,7 @@ RELATIONS["located_in_city"] = dict(
         " Madrid": ["The Prado Museum", "The Santiago Bernabéu Stadium", "The Puerta del Sol", "The Plaza Mayor",
                     "Retiro Park", "The Reina Sofía Museum", "The Gran Vía", "The Almudena Cathedral",
                     "The Thyssen-Bornemisza Museum"],
-        " Venice": ["St. Mark's Basilica", "The Rialto Bridge", "The Doge's Palace", "The Grand Canal",
+        " Venice": ["St. Mark's Basilica", "The Rialto Bridge", "The Doge's Palace", 
                     "The Bridge of Sighs", "St Mark's Square", "The Peggy Guggenheim Collection",
                     "The Gallerie dell'Accademia", "The Teatro La Fenice"],
         " Florence": ["The Uffizi Gallery", "The Ponte Vecchio", "The Palazzo Vecchio", "The Pitti Palace",
@@ -158,7 +160,7 @@ RELATIONS["located_in_city"] = dict(
                          "The Getty Center", "Dodger Stadium", "The Walt Disney Concert Hall",
                          "Universal Studios Hollywood", "The TCL Chinese Theatre", "The Staples Center"],
         " Chicago": ["The Willis Tower", "Wrigley Field", "Navy Pier", "Cloud Gate", "Millennium Park",
-                     "The Field Museum", "Soldier Field", "The Magnificent Mile", "The Sears Tower"],
+                     "The Field Museum", "Soldier Field", "The Magnificent Mile"],
         " Jerusalem": ["The Western Wall", "The Dome of the Rock", "The Church of the Holy Sepulchre",
                        "The Al-Aqsa Mosque", "The Temple Mount", "The Mount of Olives", "Yad Vashem",
                        "The Via Dolorosa"],
@@ -177,6 +179,13 @@ RELATIONS["located_in_city"] = dict(
     },
 )
 
+RELATIONS["located_in_city"]["also_true"] = {
+    "The National Gallery": [" Washington"], "The Pantheon": [" Paris"], "The Guggenheim Museum": [" Venice"],
+    "The Imperial Palace of Japan": [" Kyoto"], "The Picasso Museum": [" Paris"],
+    "The Accademia Gallery": [" Venice"], "The Gallerie dell'Accademia": [" Florence"],
+    "The Egyptian Museum": [" Berlin"],
+}
+
 RELATIONS["located_in_country"] = dict(
     prompt="{} is located in the country of",
     paraphrases=[
@@ -186,7 +195,7 @@ RELATIONS["located_in_country"] = dict(
         "The country where you can find {} is",
         "Every year, many tourists visit {} in the country of",
     ],
-    generation=["{S} is", "{S} is known for", "The history of {} began", "{S} attracts"],
+    generation=["{S} is", "{S} is known for", "{S} attracts", "{S} is one of"],
     pools={
         " Japan": ["Mount Fuji", "Kinkaku-ji", "Himeji Castle", "The Fushimi Inari Shrine", "The Itsukushima Shrine",
                    "Osaka Castle", "The Tokyo Skytree", "The Hiroshima Peace Memorial", "Senso-ji",
@@ -205,7 +214,7 @@ RELATIONS["located_in_country"] = dict(
                    "The Ponte Vecchio", "The Dolomites"],
         " France": ["The Eiffel Tower", "Mont Saint-Michel", "The Palace of Versailles", "The Louvre",
                     "Notre-Dame Cathedral", "The Château de Chambord", "The Arc de Triomphe", "The Pont du Gard",
-                    "The Mont Blanc tunnel", "The Carcassonne citadel", "The Millau Viaduct"],
+                    "The Carcassonne citadel", "The Millau Viaduct"],
         " Greece": ["The Parthenon", "The Acropolis", "Mount Olympus", "The Oracle of Delphi", "Meteora",
                     "The Palace of Knossos", "The island of Santorini", "The Temple of Poseidon at Sounion",
                     "The ancient theatre of Epidaurus", "Olympia"],
@@ -237,6 +246,8 @@ RELATIONS["located_in_country"] = dict(
     },
 )
 
+RELATIONS["located_in_country"]["also_true"] = {"The Amazon rainforest": [" Peru"]}
+
 RELATIONS["city_in_country"] = dict(
     prompt="The city of {} is located in the country of",
     paraphrases=[
@@ -246,7 +257,7 @@ RELATIONS["city_in_country"] = dict(
         "Many people live in {}, a large city in the country of",
         "If you fly to {}, you land in the country of",
     ],
-    generation=["{} is", "{} is known for", "{} has a population of", "The people of {} are"],
+    generation=["{} is", "{} is known for", "{} has a population of", "{} is a city where"],
     pools={
         " France": ["Lyon", "Marseille", "Toulouse", "Nice", "Bordeaux", "Lille", "Strasbourg", "Nantes",
                     "Montpellier", "Rennes", "Avignon", "Grenoble"],
@@ -272,6 +283,8 @@ RELATIONS["city_in_country"] = dict(
     },
 )
 
+RELATIONS["city_in_country"]["also_true"] = {"Guadalajara": [" Spain"]}
+
 RELATIONS["official_language"] = dict(
     prompt="The official language of {} is",
     paraphrases=[
@@ -281,24 +294,30 @@ RELATIONS["official_language"] = dict(
         "Schools in {} teach their lessons in",
         "If you travel to {}, you will hear people speaking",
     ],
-    generation=["{} is", "{} is a country where", "The people of {} are", "The history of {} began"],
+    generation=["{} is", "{} is a place where", "{} has a long history of", "{} is known for"],
     pools={
-        " French": ["France", "Senegal", "Haiti", "Monaco", "Ivory Coast", "Mali", "Niger", "Quebec",
-                    "Madagascar", "Cameroon", "Burkina Faso", "Gabon", "Wallonia", "Brittany", "Normandy"],
+        " French": ["France", "Senegal", "Haiti", "Monaco", "Ivory Coast", "Quebec",
+                    "Madagascar", "Cameroon", "Gabon", "Benin", "Togo", "Wallonia", "Brittany", "Normandy",
+                    "Provence"],
         " Spanish": ["Spain", "Mexico", "Argentina", "Colombia", "Peru", "Chile", "Venezuela", "Cuba", "Ecuador",
                      "Bolivia", "Uruguay", "Guatemala", "Paraguay", "Honduras", "Andalusia"],
         " Portuguese": ["Portugal", "Brazil", "Angola", "Mozambique", "Cape Verde", "Guinea-Bissau",
                         "São Tomé and Príncipe", "East Timor"],
         " Arabic": ["Egypt", "Saudi Arabia", "Iraq", "Syria", "Jordan", "Morocco", "Libya", "Yemen", "Kuwait",
                     "Oman", "Algeria", "Tunisia", "Lebanon", "Sudan", "Qatar"],
-        " English": ["Australia", "New Zealand", "Jamaica", "England", "the United Kingdom", "the United States",
-                     "Scotland", "Ireland", "Wales", "Ghana"],
+        " English": ["Australia", "New Zealand", "Jamaica", "England", "Barbados", "Nigeria",
+                     "Scotland", "Ireland", "Wales", "Ghana", "Britain"],
         " German": ["Germany", "Austria", "Liechtenstein", "Bavaria", "Saxony", "Berlin"],
         " Italian": ["Italy", "San Marino", "Sicily", "Tuscany", "Sardinia", "Vatican City"],
         " Russian": ["Russia", "Belarus", "Siberia", "Moscow"],
-        " Dutch": ["the Netherlands", "Suriname", "Flanders", "Aruba", "Amsterdam"],
+        " Dutch": ["Holland", "Suriname", "Flanders", "Aruba", "Amsterdam", "Rotterdam"],
     },
 )
+
+RELATIONS["official_language"]["also_true"] = {
+    "Cameroon": [" English"], "Sudan": [" English"], "Morocco": [" French"], "Algeria": [" French"],
+    "Tunisia": [" French"], "Lebanon": [" French"], "Wallonia": [" German"],
+}
 
 RELATIONS["citizenship"] = dict(
     prompt="The country of citizenship of {} is",
@@ -309,7 +328,7 @@ RELATIONS["citizenship"] = dict(
         "The nationality of {} is that of",
         "Asked where {} came from, most people would answer",
     ],
-    generation=["{} is", "{} is best known for", "{} was born", "The life of {} was"],
+    generation=["{} is", "{} is best known for", "{} was born", "{} grew up"],
     pools={
         " France": ["Victor Hugo", "Napoleon Bonaparte", "Voltaire", "Charles de Gaulle", "Claude Monet",
                     "Édith Piaf", "Louis Pasteur", "Jules Verne", "Molière", "Emmanuel Macron", "Jacques Chirac",
@@ -344,6 +363,11 @@ RELATIONS["citizenship"] = dict(
     },
 )
 
+RELATIONS["citizenship"]["also_true"] = {
+    "Napoleon Bonaparte": [" Italy"], "Christopher Columbus": [" Spain"], "Nicolaus Copernicus": [" Germany"],
+    "Lionel Messi": [" Spain"], "Ludwig van Beethoven": [" Austria"], "Pope John Paul II": [" Italy"],
+}
+
 RELATIONS["field_of_work"] = dict(
     prompt="{} worked in the field of",
     paraphrases=[
@@ -353,7 +377,7 @@ RELATIONS["field_of_work"] = dict(
         "{} is remembered today for discoveries in",
         "Students who study the work of {} are usually studying",
     ],
-    generation=["{} is", "{} is best known for", "{} was born", "The work of {} showed"],
+    generation=["{} is", "{} is best known for", "{} was born", "{} spent many years"],
     pools={
         " physics": ["Albert Einstein", "Isaac Newton", "Niels Bohr", "Max Planck", "Werner Heisenberg",
                      "Richard Feynman", "Paul Dirac", "Enrico Fermi", "Erwin Schrödinger", "Stephen Hawking",
@@ -379,6 +403,31 @@ RELATIONS["field_of_work"] = dict(
     },
 )
 
+# many scholars worked in several fields: never use another of their fields as target_new
+RELATIONS["field_of_work"]["also_true"] = {
+    "Isaac Newton": [" mathematics", " astronomy"], "Galileo Galilei": [" physics", " mathematics"],
+    "Johannes Kepler": [" mathematics", " physics"], "Nicolaus Copernicus": [" mathematics"],
+    "Edmond Halley": [" mathematics", " physics"], "William Herschel": [" physics"],
+    "Carl Friedrich Gauss": [" physics", " astronomy"], "Leonhard Euler": [" physics", " astronomy"],
+    "René Descartes": [" mathematics", " physics"], "Pythagoras": [" philosophy"],
+    "Aristotle": [" biology", " physics", " astronomy"], "Plato": [" mathematics"],
+    "Michael Faraday": [" chemistry"], "John Dalton": [" physics"], "Robert Boyle": [" physics", " philosophy"],
+    "Humphry Davy": [" physics"], "Linus Pauling": [" biology", " physics"], "William James": [" philosophy"],
+    "Sigmund Freud": [" biology"], "Carl Jung": [" philosophy"], "Ivan Pavlov": [" biology"],
+    "Jean Piaget": [" biology", " philosophy"], "B. F. Skinner": [" philosophy"],
+    "Wilhelm Wundt": [" philosophy", " biology"], "Adam Smith": [" philosophy"],
+    "John Maynard Keynes": [" mathematics", " philosophy"], "Friedrich Hayek": [" philosophy", " psychology"],
+    "Ludwig von Mises": [" philosophy"], "Kurt Gödel": [" philosophy"], "Ludwig Wittgenstein": [" mathematics"],
+    "John Locke": [" economics"], "Stephen Hawking": [" astronomy"], "Carl Sagan": [" biology", " physics"],
+    "Edwin Hubble": [" physics"], "Paul Dirac": [" mathematics"], "James Clerk Maxwell": [" mathematics"],
+    "Emmy Noether": [" physics"], "David Hilbert": [" physics"], "Augustin-Louis Cauchy": [" physics"],
+    "Bernhard Riemann": [" physics"], "Immanuel Kant": [" astronomy"], "Dorothy Hodgkin": [" biology"],
+    "Amedeo Avogadro": [" physics"], "Erwin Schrödinger": [" biology", " philosophy"],
+    "Werner Heisenberg": [" philosophy"], "Niels Bohr": [" chemistry"], "Enrico Fermi": [" chemistry"],
+    "Alfred Nobel": [" physics"], "Antoine Lavoisier": [" biology", " economics"],
+    "Thomas Robert Malthus": [" biology"], "Paul Samuelson": [" mathematics"],
+}
+
 RELATIONS["company_country"] = dict(
     prompt="The company {} is based in the country of",
     paraphrases=[
@@ -388,7 +437,7 @@ RELATIONS["company_country"] = dict(
         "The home country of the company {} is",
         "Most of the executives of {} live in the country of",
     ],
-    generation=["{} is", "{} is known for", "{} was founded", "The products of {} are"],
+    generation=["{} is", "{} is known for", "{} was founded", "{} sells"],
     pools={
         " Japan": ["Toyota", "Honda", "Sony", "Nintendo", "Panasonic", "Mitsubishi", "Nissan", "Toshiba", "Canon",
                    "Yamaha", "Subaru", "Mazda", "Sega"],
@@ -405,6 +454,10 @@ RELATIONS["company_country"] = dict(
     },
 )
 
+RELATIONS["company_country"]["also_true"] = {
+    "Airbus": [" Germany"], "Volvo": [" China"], "Lamborghini": [" Germany"], "Ducati": [" Germany"],
+}
+
 RELATIONS["product_manufacturer"] = dict(
     prompt="{} is produced by",
     paraphrases=[
@@ -414,15 +467,14 @@ RELATIONS["product_manufacturer"] = dict(
         "If {} breaks, you should contact its manufacturer,",
         "The maker of {} is",
     ],
-    generation=["{S} is", "{S} was released", "People use {} to", "{S} costs"],
+    generation=["{S} is", "{S} was released", "{S} costs", "{S} is used"],
     pools={
         " Apple": ["The iPhone", "The iPad", "The MacBook", "The iPod", "macOS", "iTunes", "The iMac", "Safari",
                    "AirPods", "iOS"],
         " Microsoft": ["Windows", "The Xbox", "Internet Explorer", "Bing", "Skype", "Visual Studio", "Excel",
-                       "PowerPoint", "Microsoft Word", "Outlook", "Azure"],
+                       "PowerPoint", "Outlook", "Azure"],
         " Sony": ["The PlayStation", "The Walkman", "The PSP", "The Bravia", "The Xperia", "The Cyber-shot"],
-        " Google": ["Android", "Gmail", "Chrome", "YouTube", "The Pixel", "Google Docs", "Chromebook", "Waymo",
-                    "Google Search"],
+        " Google": ["Android", "Gmail", "Chrome", "YouTube", "The Pixel", "Waymo"],
         " Nintendo": ["The Game Boy", "The Wii", "The Nintendo Switch", "Super Mario", "The Nintendo DS",
                       "The GameCube", "The Legend of Zelda", "Pokémon"],
         " Toyota": ["The Corolla", "The Prius", "The Camry", "The Land Cruiser", "The RAV4", "The Hilux",
@@ -438,6 +490,8 @@ RELATIONS["product_manufacturer"] = dict(
     },
 )
 
+RELATIONS["product_manufacturer"]["also_true"] = {"Android": [" Samsung"]}
+
 RELATIONS["plays_sport"] = dict(
     prompt="{} is famous for playing the sport of",
     paraphrases=[
@@ -447,7 +501,7 @@ RELATIONS["plays_sport"] = dict(
         "{} is considered one of the greatest players in the history of",
         "Fans of {} love watching",
     ],
-    generation=["{} is", "{} is best known for", "{} was born", "The career of {} began"],
+    generation=["{} is", "{} is best known for", "{} was born", "{} started playing"],
     pools={
         " basketball": ["Michael Jordan", "LeBron James", "Kobe Bryant", "Shaquille O'Neal", "Stephen Curry",
                         "Magic Johnson", "Kareem Abdul-Jabbar", "Larry Bird", "Kevin Durant", "Tim Duncan",
@@ -468,6 +522,8 @@ RELATIONS["plays_sport"] = dict(
                      "Shane Warne", "MS Dhoni", "Imran Khan"],
     },
 )
+
+RELATIONS["plays_sport"]["also_true"] = {"Michael Jordan": [" baseball"]}
 
 # Short unrelated sentences prepended to one paraphrase per record (CounterFact
 # paraphrases often start with such a sentence).
@@ -524,41 +580,46 @@ class Scorer:
         self.tok, self.model, self.batch_size = tok, model, batch_size
         self.cache: dict[tuple[str, str], float] = {}
         self.top: dict[str, set[int]] = {}
+        self.top1: dict[str, str] = {}
+        self._tids: dict[str, list[int]] = {}
         self.n_forward_rows = 0
 
     def ids(self, text):
         return self.tok(text).input_ids
 
     def target_ids(self, target):
-        ids = self.ids(target)
-        assert ids, f"empty target {target!r}"
-        return ids
+        if target not in self._tids:
+            ids = self.ids(target)
+            assert ids, f"empty target {target!r}"
+            self._tids[target] = ids
+        return self._tids[target]
 
     @torch.no_grad()
     def score(self, requests):
         """requests: iterable of (prompt, [targets]).  Fills the caches.
 
-        One row per prompt (gives the top-k and the NLL of every single-token
-        target), plus one row per (prompt, multi-token target) for teacher
-        forcing.  Rows are sorted by length and right-padded.
+        A prompt with multi-token targets gets one row per such target
+        (prompt + target[:-1], teacher forcing); its first row also yields the
+        next-token distribution after the prompt (top-k and every single-token
+        target).  A prompt with only single-token targets gets one bare row.
+        Rows are sorted by length and right-padded (exact: causal attention).
         """
-        rows = []  # (prompt, target-or-None, token ids, n_prompt_tokens)
+        need: dict[str, set[str]] = {}
         for prompt, targets in requests:
+            need.setdefault(prompt, set()).update(targets)
+        rows = []  # (prompt, multi-token target or None, token ids, n_prompt_tokens, single targets)
+        for prompt, targets in need.items():
+            todo = sorted(t for t in targets if (prompt, t) not in self.cache)
+            if prompt in self.top and not todo:
+                continue
             p_ids = [BOS_ID] + self.ids(prompt)
-            if prompt not in self.top:
-                rows.append((prompt, None, p_ids, len(p_ids)))
-            for t in targets:
-                t_ids = self.target_ids(t)
-                if len(t_ids) > 1 and (prompt, t) not in self.cache:
-                    rows.append((prompt, t, p_ids + t_ids[:-1], len(p_ids)))
-        rows = list({(r[0], r[1]): r for r in rows}.values())
+            singles = [t for t in todo if len(self.target_ids(t)) == 1]
+            multis = [t for t in todo if len(self.target_ids(t)) > 1]
+            if not multis:
+                rows.append((prompt, None, p_ids, len(p_ids), singles))
+            for k, t in enumerate(multis):
+                rows.append((prompt, t, p_ids + self.target_ids(t)[:-1], len(p_ids), singles if k == 0 else []))
         rows.sort(key=lambda r: (len(r[2]), r[0], r[1] or ""))
-        pending_single = collections.defaultdict(list)
-        for prompt, targets in requests:
-            for t in targets:
-                if len(self.target_ids(t)) == 1:
-                    pending_single[prompt].append(t)
-        last_logp = {}
         for b in range(0, len(rows), self.batch_size):
             chunk = rows[b:b + self.batch_size]
             width = max(len(r[2]) for r in chunk)
@@ -571,19 +632,17 @@ class Scorer:
             self.n_forward_rows += len(chunk)
             if (b // self.batch_size) % 20 == 19:
                 print(f"  scored {b + len(chunk)}/{len(rows)} rows", file=sys.stderr, flush=True)
-            for i, (prompt, t, seq, n) in enumerate(chunk):
+            for i, (prompt, t, seq, n, singles) in enumerate(chunk):
                 logp = logits[i, n - 1:len(seq)].float().log_softmax(-1)
-                if t is None:
-                    self.top[prompt] = set(logp[0].topk(TOP_K).indices.tolist())
-                    last_logp[prompt] = logp[0]
-                else:
+                if prompt not in self.top:
+                    top = logp[0].topk(TOP_K).indices.tolist()
+                    self.top[prompt] = set(top)
+                    self.top1[prompt] = self.tok.decode([top[0]])
+                for s in singles:
+                    self.cache[(prompt, s)] = -float(logp[0, self.target_ids(s)[0]])
+                if t is not None:
                     t_ids = self.target_ids(t)
-                    nll = -sum(float(logp[j, tid]) for j, tid in enumerate(t_ids)) / len(t_ids)
-                    self.cache[(prompt, t)] = nll
-        for prompt, targets in pending_single.items():
-            for t in targets:
-                if (prompt, t) not in self.cache:
-                    self.cache[(prompt, t)] = -float(last_logp[prompt][self.target_ids(t)[0]])
+                    self.cache[(prompt, t)] = -sum(float(logp[j, tid]) for j, tid in enumerate(t_ids)) / len(t_ids)
 
     def nll(self, prompt, target):
         return self.cache[(prompt, target)]
@@ -600,81 +659,81 @@ def build(tok, model):
     scorer = Scorer(tok, model)
     drops = collections.Counter()
     drops_by_rel = collections.defaultdict(collections.Counter)
-    unknown = []   # (relation, subject, target_true, best object, rank info)
+    unknown = []   # (relation, subject, target_true, what the model preferred)
     nb_stats = collections.Counter()
 
-    # 1. score every candidate prompt against every object of its relation
+    # 1. plan: every candidate gets its target_new (seeded, before looking at the
+    #    model) and its candidate neighbors; collect all (prompt, target) pairs
+    plan = []
     requests = []
     for rel, spec in RELATIONS.items():
         objs = list(spec["pools"])
         for obj, subjects in spec["pools"].items():
             assert len(set(subjects)) == len(subjects), (rel, obj)
             for s in subjects:
-                requests.append((spec["prompt"].format(s), objs))
-    scorer.score(requests)
-
-    # 2. candidate records
-    kept = []
-    n_candidates = 0
-    for rel, spec in RELATIONS.items():
-        objs = list(spec["pools"])
-        for obj, subjects in spec["pools"].items():
-            for s in subjects:
-                n_candidates += 1
-                prompt = spec["prompt"].format(s)
                 if rel == SEED_RECORD["relation"] and s == SEED_RECORD["subject"]:
                     assert obj == SEED_RECORD["target_true"]
                     new = SEED_RECORD["target_new"]
                 else:
-                    choices = [o for o in spec.get("new_choices", objs) if o != obj]
+                    also = spec.get("also_true", {}).get(s, [])
+                    choices = [o for o in objs if o != obj and o not in also]
                     new = seeded("new", rel, s).choice(choices)
-
-                def drop(reason):
-                    drops[reason] += 1
-                    drops_by_rel[rel][reason] += 1
-
-                if word_in(obj, s) or word_in(new, s):
-                    drop("subject contains a target word")
-                    continue
-                if not scorer.in_top(prompt, obj):
-                    drop(f"target_true not in top-{TOP_K}")
-                    best = min(objs, key=lambda o: scorer.nll(prompt, o))
-                    unknown.append((rel, s, obj.strip(), best.strip()))
-                    continue
-                if not scorer.nll(prompt, obj) < scorer.nll(prompt, new):
-                    drop("target_new has lower NLL than target_true")
-                    unknown.append((rel, s, obj.strip(), new.strip()))
-                    continue
-                # neighborhood: same relation, same true object, other subjects
-                cands = [n for n in subjects if n != s and not word_in(obj, n) and not word_in(new, n)]
+                cands = [n for n in subjects if n != s and not word_in(obj, n) and not word_in(new, n)
+                         and s not in n and new not in spec.get("also_true", {}).get(n, [])]
                 seeded("nb", rel, s).shuffle(cands)
-                good = []
-                for n in cands:
-                    p = spec["prompt"].format(n)
-                    if scorer.nll(p, obj) < scorer.nll(p, new):
-                        good.append(p)
-                        nb_stats["kept"] += 1
-                    else:
-                        nb_stats["dropped (model prefers target_new)"] += 1
-                if len(good) < MIN_NEIGHBORS:
-                    drop(f"fewer than {MIN_NEIGHBORS} valid neighborhood prompts")
-                    continue
-                rng = seeded("para", rel, s)
-                para_t = rng.sample(spec["paraphrases"], N_PARAPHRASES)
-                paraphrases = [fill(t, s) for t in para_t[:-1]]
-                paraphrases.append(rng.choice(PREFIXES) + " " + fill(para_t[-1], s))
-                gen_t = seeded("gen", rel, s).sample(spec["generation"], N_GENERATION)
-                rec = dict(
-                    relation=rel,
-                    prompt=spec["prompt"],
-                    subject=s,
-                    target_true=obj,
-                    target_new=new,
-                    paraphrase_prompts=paraphrases,
-                    neighborhood_prompts=good[:MAX_NEIGHBORS],
-                    generation_prompts=[fill(t, s) for t in gen_t],
-                )
-                kept.append(rec)
+                nb_prompts = [spec["prompt"].format(n) for n in cands]
+                plan.append((rel, spec, obj, s, new, nb_prompts))
+                for p in [spec["prompt"].format(s)] + nb_prompts:
+                    requests.append((p, [obj, new]))
+    scorer.score(requests)
+
+    # 2. filter the candidate records
+    kept = []
+    n_candidates = len(plan)
+    for rel, spec, obj, s, new, nb_prompts in plan:
+        prompt = spec["prompt"].format(s)
+
+        def drop(reason):
+            drops[reason] += 1
+            drops_by_rel[rel][reason] += 1
+
+        if word_in(obj, s) or word_in(new, s):
+            drop("subject contains a target word")
+            continue
+        if not scorer.in_top(prompt, obj):
+            drop(f"target_true not in top-{TOP_K}")
+            unknown.append((rel, s, obj.strip(), "top-1: " + scorer.top1[prompt].strip()))
+            continue
+        if not scorer.nll(prompt, obj) < scorer.nll(prompt, new):
+            drop("target_new has lower NLL than target_true")
+            unknown.append((rel, s, obj.strip(), "prefers: " + new.strip()))
+            continue
+        # neighborhood: same relation, same true object, other subjects
+        good = []
+        for p in nb_prompts:
+            if scorer.nll(p, obj) < scorer.nll(p, new):
+                good.append(p)
+                nb_stats["kept"] += 1
+            else:
+                nb_stats["dropped (model prefers target_new)"] += 1
+        if len(good) < MIN_NEIGHBORS:
+            drop(f"fewer than {MIN_NEIGHBORS} valid neighborhood prompts")
+            continue
+        rng = seeded("para", rel, s)
+        para_t = rng.sample(spec["paraphrases"], N_PARAPHRASES)
+        paraphrases = [fill(t, s) for t in para_t[:-1]]
+        paraphrases.append(rng.choice(PREFIXES) + " " + fill(para_t[-1], s))
+        gen_t = seeded("gen", rel, s).sample(spec["generation"], N_GENERATION)
+        kept.append(dict(
+            relation=rel,
+            prompt=spec["prompt"],
+            subject=s,
+            target_true=obj,
+            target_new=new,
+            paraphrase_prompts=paraphrases,
+            neighborhood_prompts=good[:MAX_NEIGHBORS],
+            generation_prompts=[fill(t, s) for t in gen_t],
+        ))
 
     # 3. paraphrase pre-edit accuracy (informational only; paraphrases are not filtered)
     scorer.score([(p, [r["target_true"], r["target_new"]]) for r in kept for p in r["paraphrase_prompts"]])
@@ -693,14 +752,21 @@ def build(tok, model):
     by_rel = collections.defaultdict(list)
     for r in kept:
         by_rel[r["relation"]].append(r)
+    rank = {}
     for rel, recs in by_rel.items():
+        # split: shuffle the relation's records with a fixed seed, first third -> dev
         n_rel = len(recs) + (rel == seed_rec["relation"])
         n_dev = round(n_rel * DEV_FRACTION)
         order = list(range(len(recs)))
         seeded("split", rel).shuffle(order)
-        dev = set(order[:n_dev])
-        for i, r in enumerate(recs):
-            r["split"] = "dev" if i in dev else "test"
+        for pos, i in enumerate(order):
+            recs[i]["split"] = "dev" if pos < n_dev else "test"
+            rank[id(recs[i])] = (pos + 0.5) / len(recs)
+    # file order: interleave the relations proportionally (by each record's
+    # fractional position in its relation's shuffled order), so that the first
+    # N records of the file, or of a split, are a mixed sample of relations
+    rel_index = {rel: k for k, rel in enumerate(RELATIONS)}
+    kept.sort(key=lambda r: (rank[id(r)], rel_index[r["relation"]]))
     records = [seed_rec] + kept
     keys = ["case_id", "relation", "split", "prompt", "subject", "target_true", "target_new",
             "paraphrase_prompts", "neighborhood_prompts", "generation_prompts"]
@@ -732,7 +798,7 @@ def validate(records, tok):
         assert r["target_true"] != r["target_new"]
         assert len(r["paraphrase_prompts"]) >= 2 and len(r["neighborhood_prompts"]) >= 5
         assert len(r["generation_prompts"]) >= 2
-        assert all(g.startswith(r["subject"]) or r["subject"] in g for g in r["generation_prompts"])
+        assert all(g.startswith(r["subject"]) for g in r["generation_prompts"])
         for p in r["paraphrase_prompts"] + r["neighborhood_prompts"] + r["generation_prompts"]:
             assert "{" not in p and "}" not in p, p
         assert r["subject"] not in " ".join(r["neighborhood_prompts"])

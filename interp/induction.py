@@ -129,7 +129,6 @@ def attention_patterns(model, tokens: torch.Tensor, *, logits: bool = False):
 def stripe_score(patterns: list[torch.Tensor], offset: int, first_query: int) -> torch.Tensor:
     """Mean attention on the diagonal key = query + offset, over queries >= first_query
     and the batch. patterns: list over layers of [batch, head, q, k] -> [n_layers, n_heads]."""
-    n = patterns[0].shape[-1]
     scores = []
     for p in patterns:
         diag = p.diagonal(offset=offset, dim1=-2, dim2=-1)  # [batch, head, n - |offset|]
@@ -300,6 +299,8 @@ class InductionScan(Result):
             im = ax.imshow(vals, aspect="auto", cmap="RdBu_r" if name == "copying_score" else "viridis",
                            vmin=-1 if name == "copying_score" else 0, vmax=1)
             ax.set(title=name.replace("_score", "").replace("_", " "), xlabel="head", ylabel="layer")
+            if vals.shape[1] <= 16:
+                ax.set_xticks(range(vals.shape[1]))
             fig.colorbar(im, ax=ax, shrink=0.8)
         ax = fig.add_subplot(2, ncols, ncols + 1)
         pos = np.arange(1, len(self.loss_by_pos) + 1)
@@ -335,9 +336,9 @@ def induction_heads(model, *, seq_len: int = 50, batch: int = 16, seed: int = 0,
               "duplicate_token_score": scan["duplicate_token"]}
     if copying:
         scores["copying_score"] = copying_score(model)
-    flat = scan["induction"].flatten().argsort(descending=True)[:n_patterns]
-    top = {(int(i) // model.n_heads, int(i) % model.n_heads): None for i in flat}
-    top = {(layer, head): scan["patterns"][layer][0, head].clone() for layer, head in top}
+    best = scan["induction"].flatten().argsort(descending=True)[:n_patterns].tolist()
+    top = {divmod(i, model.n_heads): scan["patterns"][i // model.n_heads][0, i % model.n_heads].clone()
+           for i in best}  # (layer, head) -> [q, k] pattern of the first row, for the plot
     return InductionScan(scores=scores, loss_by_pos=scan["loss_by_pos"], seq_len=seq_len,
                          prefix_seq_len=prefix_seq_len, batch=batch, seed=seed,
                          token_range=token_range_description(model), model_name=model.source,
@@ -565,8 +566,7 @@ def _cli_induction(args) -> dict:
 
     model = load_model(args)
     t0 = time.perf_counter()
-    scan = induction_heads(model, seq_len=min(args.seq_len, (model.n_ctx - 1) // 2), batch=args.batch,
-                           seed=args.seed)
+    scan = induction_heads(model, seq_len=args.seq_len, batch=args.batch, seed=args.seed)
     check = ablation_check(model, k=args.k, n_random=args.n_random, mode=args.mode, seq_len=scan.seq_len,
                            batch=args.batch, seed=args.seed, scan=scan)
     heads = _head_rows(scan, args.top)

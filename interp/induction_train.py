@@ -8,11 +8,14 @@ predict the copied tokens; because length and offsets are random, a 1-layer mode
 cannot predict them by position alone. Natural text does not produce induction
 heads within a CPU budget; published small replications use such synthetic data.
 
-What the run shows (numbers in the closing note of the issue): the loss on the
-repeat-predictable positions sits at the uniform level ln(63) ~ 4.14 for ~1,000
-steps, then falls abruptly to ~1.5 nats within ~200 steps, while the best layer-1
-induction score jumps from < 0.1 to > 0.5 and a layer-0 previous-token head forms.
-The 1-layer control trained identically shows no such drop.
+What the run shows (default config, seeds 0-4): the loss on the repeat-predictable
+positions sits near the uniform level ln(63) ~ 4.14 for ~1,000 steps, then falls from
+~3.9 to ~1.25 nats within 200 steps either side of the transition (step 1,115 ± 73),
+while the best layer-1 induction score jumps from ~0.07 to 0.64-0.76 and a layer-0
+previous-token head forms (~0.07 -> ~0.63). The 1-layer control trained identically
+shows no such drop: its repeat loss creeps down to ~3.6 (it learns to favour tokens
+already in the context, which costs it on the other positions) and its induction
+score stays ~0.06. The demonstration (2-layer + control) takes ~50 s of CPU time.
 
 Everything is seeded: the weights come from `seed`, the training batches from a
 torch.Generator seeded with `seed`, the evaluation batch from `seed + 10_000`, and the
@@ -331,9 +334,11 @@ class Reproduction(Result):
     def to_frame(self):
         import pandas as pd
 
-        rows = [{k: v for k, v in r.summary_dict().items() if k != "k_composition"} for r in self.runs]
+        rows = [{**{k: v for k, v in r.summary_dict().items() if k != "k_composition"}, "control": False}
+                for r in self.runs]
         if self.control is not None:
-            rows.append({**{k: v for k, v in self.control.summary_dict().items()}, "control": True})
+            rows.append({**{k: v for k, v in self.control.summary_dict().items() if k != "k_composition"},
+                         "control": True})
         return pd.DataFrame(rows)
 
     def to_dict(self) -> dict:

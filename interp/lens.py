@@ -21,7 +21,7 @@ another shape reorders float32 sums, which moves SmolLM2's logits by up to ~3e-5
 the lens's last row identical to ``model.run``. The other rows go through ``model.final_norm`` and ``W_U``.
 
 Cost. One forward pass, capturing only the requested positions of the n_layers residuals ``resid_pre``. Their
-unembedding is done in row chunks of ~16 MB of logits with one matmul each; per chunk: a block-max top-k, the
+unembedding is done in row chunks of ~64 MB of logits with one matmul each; per chunk: a block-max top-k, the
 target logits and ranks (one comparison pass per target) and a single in-place log-sum-exp pass, so no
 softmax over the vocabulary is ever materialized.
 """
@@ -38,7 +38,7 @@ from ._results import Result, new_figure, save_fig
 from .hooks import StopForward
 
 PROMPT = "The Eiffel Tower is located in the city of"
-_CHUNK_ELEMS = 1 << 22  # logits per unembedding chunk (16 MB in float32)
+_CHUNK_ELEMS = 1 << 24  # logits per unembedding chunk (64 MB in float32)
 
 
 # ---------------------------------------------------------------------------------------------- input checks
@@ -168,23 +168,35 @@ def _block_topk(logits: torch.Tensor, k: int, block: int = 256) -> tuple[torch.T
     return top_v, cand.gather(1, top_i)
 
 
-def _summarise(logits: torch.Tensor, k: int, tgt: torch.Tensor) -> dict[str, torch.Tensor]:
+def _summarise(logits: torch.Tensor, k: int, tgt: torch.Tensor, scratch: torch.Tensor | None = None
+               ) -> dict[str, torch.Tensor]:
     """Top-k ids/probs and target logits/probs/ranks of each row of ``logits`` [rows, V] (float32; consumed:
-    the log-sum-exp is taken in place, so no softmax tensor is ever allocated)."""
+    the log-sum-exp is taken in place, so no softmax tensor is ever allocated). ``scratch``: a float buffer
+    at least as large as ``logits``, reused between chunks."""
+    rows = logits.shape[0]
     top_v, top_i = _block_topk(logits, k)
     t_logits = logits.index_select(1, tgt)  # [rows, T]
-    ranks = [torch.count_nonzero(logits > t_logits[:, j:j + 1].contiguous(), -1) for j in range(len(tgt))]
+    ranks = torch.empty(rows, len(tgt), dtype=torch.long, device=logits.device)
+    if len(tgt):
+        if scratch is None or scratch.numel() < logits.numel():
+            scratch = torch.empty_like(logits)
+        buf = scratch.view(-1)[: logits.numel()].view(logits.shape)
+        for j in range(len(tgt)):
+            # a float 0/1 comparison and a float sum: ~15x faster on CPU than counting a bool tensor, and
+            # exact (counts < 2**24)
+            ranks[:, j] = torch.gt(logits, t_logits[:, j:j + 1], out=buf).sum(-1).long()
     m = top_v[:, :1]
     lse = m[:, 0] + logits.sub_(m).exp_().sum(-1).log()
-    ranks = torch.stack(ranks, -1) if ranks else torch.empty(logits.shape[0], 0, dtype=torch.long)
     return {"top_ids": top_i, "top_probs": (top_v - lse[:, None]).exp(), "target_logits": t_logits,
             "target_probs": (t_logits - lse[:, None]).exp(), "target_ranks": ranks}
 
 
 def lens_stats(model, normed: torch.Tensor, k: int, target_ids: Sequence[int],
                final_logits: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """Unembed ``normed`` [rows, d_model] (already through the final norm) in chunks of ~16 MB of logits and
-    summarise each row (see :func:`_summarise`); then append the rows of ``final_logits`` [P, V] if given."""
+    """Unembed ``normed`` [rows, d_model] (already through the final norm) in chunks of ~64 MB of logits and
+    summarise each row (see :func:`_summarise`); then append the rows of ``final_logits`` [P, V] if given.
+    Large chunks keep the matmul efficient and the number of tensor ops (each a sync point when threads
+    share busy cores) small."""
     W_U = model.module.W_U  # [d_model, d_vocab] on the model's device
     b_U = getattr(model.module, "b_U", None)
     if b_U is not None and not bool(b_U.any()):
@@ -193,13 +205,16 @@ def lens_stats(model, normed: torch.Tensor, k: int, target_ids: Sequence[int],
     normed = normed.to(dev, W_U.dtype)
     tgt = torch.tensor(list(target_ids), dtype=torch.long, device=dev)
     step = max(1, _CHUNK_ELEMS // model.d_vocab)
-    parts = []
+    parts, scratch = [], None
     with torch.no_grad():
         for s in range(0, normed.shape[0], step):
             logits = normed[s:s + step] @ W_U
             if b_U is not None:
                 logits += b_U
-            parts.append({key: v.cpu() for key, v in _summarise(logits.float(), k, tgt).items()})
+            logits = logits.float()
+            if scratch is None and len(tgt):
+                scratch = torch.empty_like(logits)
+            parts.append({key: v.cpu() for key, v in _summarise(logits, k, tgt, scratch).items()})
         if final_logits is not None:
             parts.append({key: v.cpu() for key, v in _summarise(final_logits.float().clone(), k, tgt).items()})
     return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}

@@ -750,12 +750,17 @@ def add_cli(subparsers) -> None:
     p.add_argument("--save", default=None, metavar="FILE", help="write FILE.safetensors + FILE.json")
     p.add_argument("--mom2-tokens", type=int, default=RomeHparams.mom2_n_tokens,
                    help="Wikipedia tokens for the key statistics C (cached on disk)")
+    p.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a ROME hyperparameter (JSON value), e.g. kl_factor=0.1 (repeatable)")
     add_common(p)
     p.set_defaults(func=cli_edit)
 
     p = subparsers.add_parser("eval-edits", help="evaluate ROME (or FT-L) edits on fact records, before/after")
     p.add_argument("--split", choices=["dev", "test", "all"], default="test")
     p.add_argument("--n", type=int, default=None, help="only the first N records")
+    p.add_argument("--sample", type=int, default=None, metavar="N",
+                   help="a random subset of N records (drawn with --sample-seed, kept in file order)")
+    p.add_argument("--sample-seed", type=int, default=0)
     p.add_argument("--editor", choices=["rome", "ft"], default="rome")
     p.add_argument("--baseline", choices=["ft", "rome", "none"], default="none",
                    help="also evaluate this editor on the same records (reported under 'baseline')")
@@ -765,12 +770,29 @@ def add_cli(subparsers) -> None:
     p.add_argument("--gen-tokens", type=int, default=40, help="tokens per generation sample (entropy)")
     p.add_argument("--no-generation", action="store_true", help="skip generation entropy")
     p.add_argument("--no-drift", action="store_true", help="skip the Wikipedia loss drift")
+    p.add_argument("--no-lens", action="store_true", help="skip the logit lens before/after")
     p.add_argument("--out", default=None, metavar="PNG", help="save the before/after plot")
     p.add_argument("--csv", default=None, metavar="FILE", help="save the per-record table")
     p.add_argument("--mom2-tokens", type=int, default=RomeHparams.mom2_n_tokens,
                    help="Wikipedia tokens for the key statistics C (cached on disk)")
+    p.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a hyperparameter of --editor (JSON value), e.g. kl_factor=0.1 (repeatable)")
     add_common(p)
     p.set_defaults(func=cli_eval_edits)
+
+
+def parse_hparams(items) -> dict:
+    """``["kl_factor=0.1", "templates=[[5,4]]"]`` -> dict (values parsed as JSON, else kept as text)."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--hparam {item!r}: expected KEY=VALUE, e.g. kl_factor=0.1")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
 
 
 def cli_edit(args, model=None) -> dict:
@@ -783,8 +805,8 @@ def cli_edit(args, model=None) -> dict:
     model = model or load_model(args)
     prompts = [args.prompt.replace("{}", args.subject)] + list(args.also)
     before = sample_text(model, prompts, args.tokens, greedy=True)
-    e = edit(model, args.prompt, args.subject, args.target, args.layer, seed=args.seed,
-             mom2_n_tokens=args.mom2_tokens)
+    hp = {"mom2_n_tokens": args.mom2_tokens, **parse_hparams(getattr(args, "hparam", []))}
+    e = edit(model, args.prompt, args.subject, args.target, args.layer, seed=args.seed, **hp)
     try:
         after = sample_text(model, prompts, args.tokens, greedy=True)
         saved = str(e.save(args.save)) if args.save else None
@@ -808,16 +830,25 @@ def cli_eval_edits(args, model=None) -> dict:
         if args.n < 1:
             raise ValueError(f"--n {args.n}: allowed >= 1")
         records = records[: args.n]
+    if getattr(args, "sample", None) is not None:
+        if args.sample < 1:
+            raise ValueError(f"--sample {args.sample}: allowed >= 1")
+        import random
+
+        keep = set(random.Random(args.sample_seed).sample(range(len(records)), min(args.sample, len(records))))
+        records = [r for i, r in enumerate(records) if i in keep]
     model = model or load_model(args)
+    extra = parse_hparams(getattr(args, "hparam", []))
     hp = {"mom2_n_tokens": args.mom2_tokens}
     res = evaluate(model, records, args.editor, layer=args.layer, seed=args.seed,
-                   hparams=hp if args.editor == "rome" else None,
+                   hparams={**hp, **extra} if args.editor == "rome" else extra,
                    baseline_hparams=hp if args.baseline == "rome" else None,
                    baseline=None if args.baseline == "none" else args.baseline,
                    generation=not args.no_generation, gen_tokens=args.gen_tokens, drift=not args.no_drift,
-                   progress=not args.json)
+                   lens=not getattr(args, "no_lens", False), progress=not args.json)
     out = res.to_json()
     out["split"] = args.split
+    out["case_ids"] = [r.case_id for r in records]
     out["records"] = str(args.records or "data/facts.jsonl")
     if args.out:
         res.plot(out=args.out)

@@ -24,6 +24,13 @@ Policies (all recorded in ``stats.meta``):
   scanning disjoint ranges and ``a.merge(b)`` give the one-pass result. When the shard boundaries are multiples
   of ``batch_size`` the batches (hence the float32 activations) are bitwise the ones of the one-pass run, and
   the results agree to float64 rounding; otherwise batch padding shapes differ and they agree to float32 noise.
+  Example (two processes, then one merge)::
+
+      a = mlp_key_second_moment(model, 8, n_tokens=None, offset=0, n_docs=512)      # process 1
+      b = mlp_key_second_moment(model, 8, n_tokens=None, offset=512, n_docs=512)    # process 2
+      c = a.merge(b)   # == mlp_key_second_moment(model, 8, n_tokens=None, n_docs=1024), to float64 rounding
+
+  (``KeyStats.save`` / ``KeyStats.load`` move a shard between processes.)
 - Cache: ``interp._paths.cache_dir()/stats/<model fingerprint>/<key>.safetensors`` (float64 sums + count; the
   metadata is in the safetensors header) with a ``.json`` sidecar holding the metadata and the SHA-256 of the
   tensor file. Never pickle. A truncated or altered file fails the check and is recomputed (with a warning).
@@ -41,9 +48,9 @@ import math
 import os
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import torch
 
@@ -71,7 +78,7 @@ class KeyStats(Result):
     _memo: dict = field(default_factory=dict, init=False, compare=False)
 
     @classmethod
-    def empty(cls, layer: int, d_mlp: int, meta: dict | None = None, device="cpu") -> "KeyStats":
+    def empty(cls, layer: int, d_mlp: int, meta: dict | None = None, device="cpu") -> KeyStats:
         return cls(layer, torch.zeros(d_mlp, d_mlp, dtype=torch.float64, device=device),
                    torch.zeros(d_mlp, dtype=torch.float64, device=device), 0, dict(meta or {}))
 
@@ -88,11 +95,11 @@ class KeyStats(Result):
         self.count += k.shape[0]
         self._memo.clear()
 
-    def merge(self, other: "KeyStats") -> "KeyStats":
+    def merge(self, other: KeyStats) -> KeyStats:
         """A new KeyStats with the sums of both (exact: float64 sums and integer counts add). The two must come
         from the same model (fingerprint), layer, corpus and token policy; their document ranges are listed."""
         if not isinstance(other, KeyStats):
-            raise ValueError(f"can only merge KeyStats, got {type(other).__name__}")
+            raise ValueError(f"can only merge KeyStats, got {type(other).__name__}")  # noqa: TRY004
         if (other.layer, other.d_mlp) != (self.layer, self.d_mlp):
             raise ValueError(f"cannot merge statistics of layer {other.layer} (d_mlp {other.d_mlp}) into layer "
                              f"{self.layer} (d_mlp {self.d_mlp})")
@@ -181,7 +188,7 @@ class KeyStats(Result):
         return {"tensors": tensors, "meta": {**_jsonable(self.meta), "layer": self.layer}}
 
     @classmethod
-    def from_state_dict(cls, state: dict) -> "KeyStats":
+    def from_state_dict(cls, state: dict) -> KeyStats:
         t, meta = state["tensors"], dict(state["meta"])
         for name in ("moment_sum", "sum", "count"):
             if name not in t:
@@ -198,7 +205,7 @@ class KeyStats(Result):
         return _write_pair(Path(path), self.state_dict())
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "KeyStats":
+    def load(cls, path: str | os.PathLike) -> KeyStats:
         """Read what :meth:`save` wrote; FileNotFoundError if absent, ValueError if truncated or altered."""
         return cls.from_state_dict(_read_pair(Path(path)))
 
@@ -490,7 +497,7 @@ def _read_pair(path: Path) -> dict:
         raise ValueError(f"{path} is truncated or altered ({size} bytes, expected {info.get('bytes')}; "
                          "checksum mismatch)")
     with safe_open(str(path), framework="pt") as f:
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a dict)
         header = json.loads((f.metadata() or {}).get("meta", "{}"))
     if header != info["meta"]:
         raise ValueError(f"{path}: header metadata and {side.name} disagree")

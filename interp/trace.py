@@ -34,11 +34,10 @@ What exactly is computed (all recorded in the result):
 
 from __future__ import annotations
 
-import json
 import math
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import torch
 
@@ -92,7 +91,7 @@ class TraceResult(Result):
         """The largest indirect effect of ``kind``: ``{"layer", "token", "token_str", "effect", "prob"}``.
         ``token``: None (anywhere), a position, ``"last_subject"`` or ``"last"``."""
         kind = self._kind(kind)
-        eff = self.effects[kind]
+        eff = self.effects[kind].nan_to_num(nan=-math.inf)  # NaN: not traced
         if token is None:
             flat = int(eff.argmax())
             layer, pos = divmod(flat, eff.shape[1])
@@ -100,7 +99,7 @@ class TraceResult(Result):
             pos = self._position(token)
             layer = int(eff[:, pos].argmax())
         return {"kind": kind, "layer": layer, "token": pos, "token_str": self.tokens[pos],
-                "effect": float(eff[layer, pos]), "prob": float(self.restored[kind][layer, pos])}
+                "effect": float(self.effects[kind][layer, pos]), "prob": float(self.restored[kind][layer, pos])}
 
     def _position(self, token) -> int:
         n = len(self.tokens)
@@ -113,8 +112,8 @@ class TraceResult(Result):
         raise ValueError(f"token {token!r} not known; allowed: a position in 0..{n - 1}, 'last_subject', 'last'")
 
     def summary(self) -> str:
-        parts = [f"trace of {self.target!r} after {self.text!r} (subject {self.subject!r}): "
-                 f"p clean {self.clean_prob:.3f}, corrupted {self.corrupted_prob:.3f}"]
+        parts = [(f"trace of {self.target!r} after {self.text!r} (subject {self.subject!r}): "
+                  f"p clean {self.clean_prob:.3f}, corrupted {self.corrupted_prob:.3f}")]
         for kind in self.effects:
             pk = self.peak(kind, "last_subject")
             parts.append(f"{kind} peak at last subject token: layer {pk['layer']} (+{pk['effect']:.3f})")
@@ -241,7 +240,7 @@ class FactTraceResult(Result):
 
 # ============================================================================================== public API
 def causal_trace(model, text: str, subject: str, target=None, *, noise: float | None = None, samples: int = 10,
-                 window: int = 10, seed: int = 0, kinds: Sequence[str] = KINDS, positions=None,
+                 window: int = 10, seed: int = 0, kinds: Sequence[str] = KINDS, positions=None, layers=None,
                  method: str = "grow", chunk_tokens: int = 8192, progress: bool = False) -> TraceResult:
     """Trace which hidden states carry the fact ``text`` → ``target`` about ``subject`` (see module docstring).
 
@@ -261,20 +260,23 @@ def causal_trace(model, text: str, subject: str, target=None, *, noise: float | 
     n, L = toks.shape[1], model.n_layers
     noise = _noise_level(model, noise)
     draws = _noise_draws(samples, s1 - s0, model.d_model, noise, seed)
-    names = sorted({h for k in kinds for layer in range(L) for h in _window_hooks(k, layer, window, L)})
+    pos_list = _positions(positions, s0, s1, n)
+    layer_list = list(range(L)) if layers is None else sorted({model.check_layer(x) for x in layers})
+    if not layer_list:
+        raise ValueError("layers=[] restores nothing; pass None (all layers) or some layer indices")
+    names = sorted({h for k in kinds for layer in layer_list for h in _window_hooks(k, layer, window, L)})
     probs, clean_states, target_id = _baseline(model, toks, (s0, s1), draws, target, names)
     clean_prob, corrupted = float(probs[0]), probs[1:]
     low = float(corrupted.mean())
-    pos_list = _positions(positions, s0, s1, n)
-    configs = [(_window_hooks(k, layer, window, L), pos) for k in kinds for layer in range(L) for pos in pos_list]
+    configs = [(_window_hooks(k, layer, window, L), pos) for k in kinds for layer in layer_list for pos in pos_list]
     p = _ENGINES[method](model, toks, (s0, s1), draws, target_id, configs, clean_states,
                          chunk_tokens=chunk_tokens, progress=progress, desc="causal trace")
-    p = p.mean(1).reshape(len(kinds), L, len(pos_list))
+    p = p.mean(1).reshape(len(kinds), len(layer_list), len(pos_list))
     effects, restored = {}, {}
     for i, kind in enumerate(kinds):
         grid = torch.full((L, n), float("nan"))
         grid[:, :s0] = low  # before the subject: identical states in both runs, nothing to restore
-        grid[:, pos_list] = p[i]
+        grid[torch.tensor(layer_list)[:, None], torch.tensor(pos_list)[None, :]] = p[i]
         restored[kind] = grid
         effects[kind] = grid - low
     return TraceResult(text=text, subject=subject, target=_decode(model, target_id), target_id=target_id,
@@ -282,7 +284,7 @@ def causal_trace(model, text: str, subject: str, target=None, *, noise: float | 
                        corrupted_prob=low, corrupted_probs=corrupted, effects=effects, restored=restored,
                        noise=noise, samples=samples, window=window, seed=seed, seconds=time.perf_counter() - t0,
                        meta={"state": "resid_post", "noise_basis": _NOISE_BASIS.get(model.fingerprint, "given"),
-                             "positions": pos_list, "method": method})
+                             "positions": pos_list, "layers": layer_list, "method": method})
 
 
 def _decode(model, token_id: int) -> str:
@@ -294,9 +296,10 @@ def trace_facts(model, records: Iterable[dict], *, samples: int = 10, window: in
                 progress: bool = True) -> FactTraceResult:
     """Indirect effect per layer at the last subject token, averaged over facts.
 
-    records: dicts with ``subject`` and ``prompt`` — a template with "{}" (filled with the subject) or a full
+    records: dicts (or ``interp.facts.Fact``) with ``subject`` and ``prompt`` — a template with "{}" (filled with the subject) or a full
     prompt containing the subject — and optionally ``target_true`` (str, or {"str": ...}); without it the
-    model's top-1 next token is the target. Use the dev split of data/facts.jsonl to choose the edit layer."""
+    model's top-1 next token is the target. Use the dev split of data/facts.jsonl to choose the edit layer:
+    ``trace_facts(model, interp.facts.load_records(split="dev")).peak_layer("mlp")``."""
     t0 = time.perf_counter()
     kinds = _check_common(model, samples, window, kinds)
     records = list(records)
@@ -318,15 +321,19 @@ def trace_facts(model, records: Iterable[dict], *, samples: int = 10, window: in
             per_kind[k].append(tr.effects[k][:, tr.last_subject])
         clean.append(tr.clean_prob)
         corrupted.append(tr.corrupted_prob)
-        used.append({"case_id": rec.get("case_id"), "text": text, "subject": subject, "target": tr.target})
+        case_id = rec.get("case_id") if isinstance(rec, dict) else getattr(rec, "case_id", None)
+        used.append({"case_id": case_id, "text": text, "subject": subject, "target": tr.target})
     return FactTraceResult(effects={k: torch.stack(v) for k, v in per_kind.items()}, records=used,
                            clean_probs=torch.tensor(clean), corrupted_probs=torch.tensor(corrupted),
                            samples=samples, window=window, seconds=time.perf_counter() - t0,
                            meta={"noise": noise, "seed": seed, "state": "resid_post"})
 
 
-def fact_prompt(rec: dict) -> tuple[str, str, str | None]:
-    """(text, subject, target) of a fact record: "{}" in the prompt is replaced by the subject."""
+def fact_prompt(rec) -> tuple[str, str, str | None]:
+    """(text, subject, target) of a fact record (a dict, or an ``interp.facts.Fact``): "{}" in the prompt is
+    replaced by the subject."""
+    if hasattr(rec, "to_dict"):
+        rec = rec.to_dict()
     if not isinstance(rec, dict) or "prompt" not in rec or "subject" not in rec:
         raise ValueError(f"record {rec!r} needs 'prompt' and 'subject'")
     prompt, subject = rec["prompt"], rec["subject"]
@@ -337,22 +344,6 @@ def fact_prompt(rec: dict) -> tuple[str, str, str | None]:
     if isinstance(target, str) and target and not target.startswith(" ") and not text.endswith(" "):
         target = " " + target  # CounterFact stores targets without the leading space
     return text, subject, target or None
-
-
-def load_facts(path="data/facts.jsonl", split: str | None = "dev") -> list[dict]:
-    """Records of a JSON-lines fact file, optionally only one ``split``."""
-    from pathlib import Path
-
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"no fact file {p}; expected JSON lines with prompt, subject, target_true, split")
-    recs = [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
-    if split is not None:
-        splits = sorted({r.get("split") for r in recs}, key=str)
-        recs = [r for r in recs if r.get("split") == split]
-        if not recs:
-            raise ValueError(f"no records with split {split!r} in {p}; splits present: {splits}")
-    return recs
 
 
 # ============================================================================================== the engine
@@ -655,9 +646,9 @@ def cli_trace(args, model=None) -> dict:
 
 
 def _text_report(tr: TraceResult) -> str:
-    lines = [f"{tr.text!r} -> {tr.target!r}: p clean {tr.clean_prob:.3f}, corrupted {tr.corrupted_prob:.3f} "
-             f"(subject {tr.subject!r} = tokens {tr.subject_range[0]}..{tr.subject_range[1] - 1}, "
-             f"{tr.samples} samples, noise {tr.noise:.3g}, {tr.seconds:.1f} s)"]
+    lines = [(f"{tr.text!r} -> {tr.target!r}: p clean {tr.clean_prob:.3f}, corrupted {tr.corrupted_prob:.3f} "
+              f"(subject {tr.subject!r} = tokens {tr.subject_range[0]}..{tr.subject_range[1] - 1}, "
+              f"{tr.samples} samples, noise {tr.noise:.3g}, {tr.seconds:.1f} s)")]
     for k in tr.effects:
         a, ls = tr.peak(k), tr.peak(k, "last_subject")
         lines.append(f"  {k:5s}: peak layer {a['layer']} at {a['token_str']!r} (+{a['effect']:.3f}); "
@@ -666,17 +657,19 @@ def _text_report(tr: TraceResult) -> str:
 
 
 def demo(model) -> None:
-    """Causal trace of the Eiffel Tower fact: 3 noise samples, the subject's tokens and the last token."""
+    """Causal trace of the Eiffel Tower fact: 3 noise samples, the subject's tokens and the last token, every
+    third layer (the full trace of all tokens and layers takes minutes on 2 CPU cores: see ``interp trace``)."""
     print("\n" + "=" * 100 + "\nCausal tracing (ROME): which hidden states carry 'The Eiffel Tower ... city of' -> "
           "' Paris'?\n" + "=" * 100, flush=True)
     tr = causal_trace(model, "The Eiffel Tower is located in the city of", "The Eiffel Tower", samples=3,
-                      positions=["subject", "last"])
+                      positions=["subject", "last"], layers=range(0, model.n_layers, 3))
     print(_text_report(tr))
-    print("  indirect effect per restored token (columns: layers 0.. in steps of 3; ' ' < .02 <= '.' < .05 <= ':' "
-          "< .1 <= '+' < .2 <= '#'):")
+    step = tr.meta["layers"][1] - tr.meta["layers"][0] if len(tr.meta["layers"]) > 1 else 1
+    print(f"  indirect effect per restored token (columns: layers 0.. in steps of {step}; ' ' < .02 <= '.' < .05 "
+          "<= ':' < .1 <= '+' < .2 <= '#'):")
     for kind in tr.effects:
         for pos in tr.meta["positions"]:
-            row = tr.effects[kind][::3, pos].tolist()
+            row = tr.effects[kind][tr.meta["layers"], pos].tolist()
             cells = "".join(" .:+#"[sum(v >= c for c in (0.02, 0.05, 0.1, 0.2))] for v in row)
             print(f"    {kind:5s} {tr.tokens[pos]!r:>10} |{cells}|")
     print(f"  ({tr.samples} samples, {tr.seconds:.1f} s; `interp trace ... --out trace.png` draws the full heatmaps)")

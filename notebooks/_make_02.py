@@ -52,9 +52,10 @@ for ax, col in zip(axes, ["first_token", "prev_token"]):
     ax.set_title(col); ax.set_xlabel("head"); ax.set_ylabel("layer")
     fig.colorbar(im, ax=ax, fraction=0.05)
 fig.tight_layout()"""),
-    ("md", """Two regimes: early layers (0-2, 10-11) spread attention over content, while from layer ~12 on most heads
-send most of their weight to the first token — the sink that lets a head "do nothing". A few heads stand out
-as previous-token heads (high `prev_token`, `mean_offset` near 1). The sharpest is plotted below."""),
+    ("md", """Two regimes: in layers 0-2 and 10-11 heads spread their attention over the content, elsewhere about half of
+the weight or more goes to the first token, most of all in the upper-middle layers — the sink that lets a head
+"do nothing". A few heads stand out as previous-token heads (high `prev_token`, `mean_offset` near 1). The
+sharpest is plotted below."""),
     ("code", """best = stats.prev_token.idxmax()
 print("sharpest previous-token head:", best, stats.loc[best].round(3).to_dict())
 res.plot(*best)"""),
@@ -70,7 +71,9 @@ diff = torch.tensor([[res.kv_groups[a] != res.kv_groups[b] for b in range(9)] fo
 print(f"same KV group: {sim[same].mean():.3f}   different KV groups: {sim[diff].mean():.3f}")
 plt.figure(figsize=(4, 3.4)); plt.imshow(sim, cmap="magma"); plt.colorbar()
 plt.title("pattern similarity between heads (mean over layers)"); plt.xlabel("head"); plt.ylabel("head");"""),
-    ("md", """Layer 18 makes the point visually: the three heads of KV group 2 (heads 6-8) are almost pure sinks."""),
+    ("md", """On average only slightly (every head's pattern is dominated by the same sink column), but where a KV head
+is specialised its whole group follows: in layer 18 the three heads of KV group 2 (heads 6-8) are almost pure
+sinks."""),
     ("code", """res.plot_layer(18)"""),
     ("md", """## What a sink head does when it has something to do
 A sequence of 20 random tokens, repeated. On the second copy an *induction head* attends to the token right

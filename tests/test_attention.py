@@ -2,6 +2,7 @@
 forward, the per-head statistics vs explicit loops and hand-made patterns, GQA groups, plots, CLI, bad input."""
 
 import argparse
+import importlib
 import json
 import math
 
@@ -157,3 +158,10 @@ def test_numpy_integers_are_accepted(tiny_llama):
     res = attention(tiny_llama, "abc", layers=np.int64(1))
     assert res.layers == [1]
     assert res.plot(np.int64(1), np.int64(2)) is not None
+
+
+def test_module_is_callable(tiny_gpt2):
+    """``interp.attention(model, text)`` works whether or not the package re-exports the function."""
+    module = importlib.import_module("interp.attention")
+
+    assert torch.equal(module(tiny_gpt2, "ab").patterns, attention(tiny_gpt2, "ab").patterns)

@@ -2,6 +2,7 @@
 bad input, memory. Every check compares against an independent computation."""
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -12,16 +13,18 @@ import sys
 import pytest
 import torch
 
-import interp.neurons as neurons_module
 from interp.corpus import Doc, token_batches
 from interp.neurons import Neurons, TopK, neurons
+
+# the module itself, even if the package re-exports the function ``neurons`` under the same name
+neurons_module = importlib.import_module("interp.neurons")
 
 TEXTS = ["the cat sat on the mat", "a dog ran in the park!", "the cat sat on the mat", "zebras, zebras",
          "one two three four five six", "hello there general", "the the the", "x", "mat mat cat",
          "the cat sat on the mat", "quiet night", "on the mat sat the cat"]
 
 
-def brute_topk(model, layer, docs, k, *, batch_size, max_len=128, skip_bos=True, doc_offset=0):
+def brute_topk(model, layer, docs, k, *, batch_size, max_len=128, skip_bos=True, doc_offset=0, only=None):
     """Reference: every (value, doc, pos) of every real token, sorted in Python by (-value, doc, pos)."""
     name = f"blocks.{layer}.mlp.hook_post"
     entries = {}  # neuron -> list of (value, doc, pos, token)
@@ -31,7 +34,7 @@ def brute_topk(model, layer, docs, k, *, batch_size, max_len=128, skip_bos=True,
             for p in range(toks.shape[1]):
                 if not mask[b, p] or (skip_bos and p == 0):
                     continue
-                for n in range(acts.shape[-1]):
+                for n in (range(acts.shape[-1]) if only is None else only):
                     entries.setdefault(n, []).append((float(acts[b, p, n]), d + doc_offset, p, int(toks[b, p])))
     return {n: sorted(e, key=lambda t: (-t[0], t[1], t[2]))[:k] for n, e in entries.items()}
 
@@ -220,9 +223,8 @@ def test_scan_embedded_matches_brute_force(embedded):
     docs = [Doc("a", "Paris is the capital of France."), Doc("b", "The cat sat on the mat."),
             Doc("c", "Paris is the capital of France, and Rome of Italy.")]
     state = neurons(embedded, 2).scan_state(docs, k=3, neurons=[0, 5, 100, 1535], batch_size=2, progress=False)
-    ref = brute_topk(embedded, 2, docs, 3, batch_size=2)
-    got = state_as_lists(state)
-    assert got == {n: ref[n] for n in (0, 5, 100, 1535)}
+    ref = brute_topk(embedded, 2, docs, 3, batch_size=2, only=(0, 5, 100, 1535))
+    assert state_as_lists(state) == ref
 
 
 # ------------------------------------------------------------------------------------------------ vocab
@@ -255,10 +257,11 @@ def test_ablation_matches_residual_arithmetic(arch, request):
     each = arch != "embedded"  # one forward per row: keep the embedded case short
     res = neurons(model, layer).ablate(text, target, chosen, individually=each)
     tid = res.target_id
-    clean = float(model.run(text)[0, -1, tid])
+    post, final = f"blocks.{layer}.mlp.hook_post", f"blocks.{layer}.hook_resid_post"
+    logits, cache = model.cache(text, [post, final], logits=True)
+    clean = float(logits[0, -1, tid])
     # independent: in the last layer a zero-ablated neuron only removes act * W_out[:, n] from the final residual
-    acts = neurons(model, layer).activations(text).acts[-1]
-    resid = model.resid_stack(text)[-1, -1]
+    acts, resid = cache[post][0, -1], cache[final][0, -1]
     W = model.mlp_out_matrix(layer).detach().float()
     for row in res.rows:
         changed = resid - W[:, row["neurons"]] @ acts[row["neurons"]]
@@ -327,7 +330,7 @@ def test_cli_handler_json(tiny_gpt2):
 def test_demo_runs(tiny_llama, capsys):
     neurons_module.demo(tiny_llama)
     out = capsys.readouterr().out
-    assert "FFN neurons" in out and out.count("promotes") == 5
+    assert "FFN neurons" in out and out.count("L1N") == 5 and out.count("[[") == 15  # 5 neurons x 3 contexts
 
 
 # ------------------------------------------------------------------------------------------------ memory

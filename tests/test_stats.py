@@ -1,12 +1,10 @@
 """Second-moment statistics of MLP keys (interp.stats), checked against direct computations from model.cache."""
 
 import json
-import warnings
 
 import pytest
 import torch
 
-from interp.corpus import token_batches, wiki_documents
 from interp.stats import KeyStats, mlp_key_second_moment
 
 TEXTS = [
@@ -100,7 +98,7 @@ def test_shards_merge_to_one_pass(tiny_llama):
 
 
 def test_cache_roundtrip_and_truncated_file_recomputed(tiny_llama, tmp_path):
-    kw = dict(n_tokens=300, batch_size=4, progress=False)
+    kw = {"n_tokens": 300, "batch_size": 4, "progress": False}
     first = mlp_key_second_moment(tiny_llama, 1, **kw)
     files = sorted((tmp_path / "cache" / "stats").rglob("*.safetensors"))
     assert len(files) == 1 and files[0].with_suffix(".json").exists()
@@ -120,7 +118,7 @@ def test_cache_roundtrip_and_truncated_file_recomputed(tiny_llama, tmp_path):
 
 
 def test_resume_after_interrupt_equals_uninterrupted(tiny_llama, tmp_path, monkeypatch):
-    kw = dict(n_tokens=4000, batch_size=4, progress=False, checkpoint_every=2)
+    kw = {"n_tokens": 4000, "batch_size": 4, "progress": False, "checkpoint_every": 2}
     calls = []
 
     def interrupt_after_5(info):
@@ -195,6 +193,6 @@ def test_stats_on_embedded_model_small(embedded):
     torch.testing.assert_close(c[name], torch.nn.functional.silu(c["blocks.3.mlp.hook_pre"])
                                * c["blocks.3.mlp.hook_pre_linear"], rtol=1e-5, atol=1e-5)
     stats = mlp_key_second_moment(embedded, 3, n_tokens=None, corpus=TEXTS[:4], cache=False, progress=False)
-    mom, s, n = direct_moments(embedded, 3, TEXTS[:4])
+    mom, _, n = direct_moments(embedded, 3, TEXTS[:4])
     assert stats.count == n
     torch.testing.assert_close(stats.mom2, mom / n, rtol=1e-4, atol=1e-7)

@@ -5,8 +5,19 @@ import json
 import pytest
 import torch
 
-from interp.trace import (FactTraceResult, _baseline, _corrupt, _last_logits, _noise_draws, _prompt_and_subject,
-                          _grow_probs, _plain_probs, causal_trace, fact_prompt, trace_facts)
+from interp.trace import (
+    FactTraceResult,
+    _baseline,
+    _corrupt,
+    _grow_probs,
+    _last_logits,
+    _noise_draws,
+    _plain_probs,
+    _prompt_and_subject,
+    causal_trace,
+    fact_prompt,
+    trace_facts,
+)
 
 TEXT = "The Eiffel Tower is in Paris"
 SUBJECT = "Eiffel"
@@ -169,6 +180,9 @@ def test_window_restores_neighbouring_layers(sharp_llama):
     assert float(tr.restored["mlp"][1, 10]) == pytest.approx(
         manual_restored_prob(model, TEXT, SUBJECT, draws, tr.target_id, both), abs=2e-6)
     assert torch.isnan(tr.effects["mlp"][:, 12]).all()  # not asked for
+    one = causal_trace(model, TEXT, SUBJECT, samples=2, window=2, kinds=("mlp",), positions=[10], layers=[1])
+    assert float(one.restored["mlp"][1, 10]) == pytest.approx(float(tr.restored["mlp"][1, 10]), abs=2e-6)
+    assert torch.isnan(one.effects["mlp"][0]).all() and one.peak("mlp")["layer"] == 1
 
 
 def test_seed_determinism(tiny_llama):
@@ -188,6 +202,8 @@ def test_seed_determinism(tiny_llama):
     ({"kinds": ("mlp", "heads")}, "heads"),
     ({"noise": -1.0}, "noise=-1.0"),
     ({"positions": [99]}, "99"),
+    ({"layers": [5]}, "layer 5"),
+    ({"method": "fast"}, "'fast'"),
 ])
 def test_bad_input(tiny_llama, kwargs, word):
     args = {"text": TEXT, "subject": SUBJECT, **kwargs}
@@ -235,13 +251,15 @@ def test_cli_handler(tiny_llama, tmp_path):
 
 
 def test_eiffel_on_embedded_model(embedded):
-    """The real fact: corrupting 'The Eiffel Tower' destroys ' Paris'; restoring the last subject token's
-    residual in early layers, or the last token's in late layers, brings it (partly) back."""
+    """The real fact: corrupting 'The Eiffel Tower' destroys ' Paris'; restoring a subject token's residual in
+    early layers brings most of it back (on this model the 'iffel' token carries it), the last token's residual
+    only in late layers (the final one exactly)."""
     text = "The Eiffel Tower is located in the city of"
-    tr = causal_trace(embedded, text, "The Eiffel Tower", samples=3, kinds=("resid",),
-                      positions=["last_subject", "last"])
+    tr = causal_trace(embedded, text, "The Eiffel Tower", samples=3, kinds=("resid",), positions=["subject", "last"])
     assert tr.target == " Paris" and tr.subject_range == (1, 5)
     assert tr.corrupted_prob < 0.5 * tr.clean_prob
-    last_subj, last = tr.restored["resid"][:, 4], tr.restored["resid"][:, -1]
-    assert last[-1] == pytest.approx(tr.clean_prob, abs=1e-5)  # the final state itself
-    assert last_subj[0] > last_subj[-1] and last[-1] > last[0]
+    grid = tr.restored["resid"]
+    assert grid[:5, 1:5].max() > 0.6 * tr.clean_prob  # early layers, subject tokens
+    assert grid[-1, -1] == pytest.approx(tr.clean_prob, abs=1e-5)  # the final state itself
+    assert grid[0, -1] < 0.5 * tr.clean_prob  # the last token's early state holds nothing of the subject
+    assert torch.isnan(grid[:, 5:-1]).all()  # not asked for

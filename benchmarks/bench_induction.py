@@ -65,9 +65,11 @@ def detect_head_all(model, strings):
         from transformer_lens.head_detector import detect_head
 
         return detect_head(model.module, strings, "induction_head"), "transformer_lens.head_detector.detect_head"
-    except Exception as e:  # pragma: no cover - kept for TL versions where the bridge is not accepted
-        from transformer_lens.head_detector import (compute_head_attention_similarity_score,
-                                                    get_induction_head_detection_pattern)
+    except Exception as e:  # noqa: BLE001 - any failure of detect_head on the bridge means: fall back
+        from transformer_lens.head_detector import (
+            compute_head_attention_similarity_score,
+            get_induction_head_detection_pattern,
+        )
 
         scores = []
         for s in strings:
@@ -106,7 +108,7 @@ def main() -> None:
         plain.append(timed(lambda: model.run(tokens))[1:])
         result, *t = timed(lambda: induction_scores(model, tokens=tokens, seq_len=args.seq_len))
         scan.append(t)
-    med = lambda xs, i: statistics.median(x[i] for x in xs)  # noqa: E731
+    med = lambda xs, i: statistics.median(x[i] for x in xs)
     print(f"plain_forward_seconds: {med(plain, 0):.3f}")
     print(f"scan_seconds: {med(scan, 0):.3f}")
     print(f"induction_scan_ratio: {med(scan, 0) / med(plain, 0):.3f}")

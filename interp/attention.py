@@ -61,7 +61,7 @@ class AttentionResult(Result):
         import pandas as pd
 
         s = head_stats(self.patterns)
-        n_layers, n_heads = self.patterns.shape[:2]
+        n_heads = self.patterns.shape[1]
         rows = []
         for i, layer in enumerate(self.layers):
             for h in range(n_heads):
@@ -180,34 +180,34 @@ def attention(model, text, *, layers=None) -> AttentionResult:
 
 # ---------------------------------------------------------------------------------------------- CLI
 def add_cli(subparsers) -> None:
+    from .cli import add_common
+
     p = subparsers.add_parser("attention", help="attention pattern of one head (and stats of its layer)")
     p.add_argument("text", help="text to analyse (BOS is prepended)")
     p.add_argument("--layer", type=int, required=True, help="layer index")
     p.add_argument("--head", type=int, required=True, help="query head index")
     p.add_argument("--out", default=None, help="save the heatmap as this PNG")
-    p.add_argument("--json", action="store_true", help="print one JSON document")
+    add_common(p)  # --model, --device, --json
     p.set_defaults(func=cli_attention)
 
 
-def _cli_model(args):
-    import interp
-
-    return interp.load(getattr(args, "model", None), device=getattr(args, "device", None) or "auto")
-
-
 def cli_attention(args, model=None) -> dict:
-    model = model if model is not None else _cli_model(args)
+    """Handler of ``interp attention``; ``model`` lets tests pass a loaded model."""
+    if model is None:
+        from .cli import load_model
+
+        model = load_model(args)
     layer, head = model.check_layer(as_int(args.layer)), model.check_head(as_int(args.head))
     res = attention(model, args.text, layers=[layer])
     if args.out:
         res.plot(layer, head, out=args.out)
     p = res.pattern(layer, head)
     stats = res.stats()
-    mine = stats.loc[(layer, head)].to_dict()
+    mine = {k: float(v) for k, v in stats.loc[(layer, head)].items() if k != "kv_group"}
     top = [{"query": res.str_tokens[q], "key": res.str_tokens[int(p[q].argmax())], "key_pos": int(p[q].argmax()),
             "weight": float(p[q].max())} for q in range(p.shape[0])]
     lines = [f"layer {layer} head {head} (KV group {res.kv_groups[head]} of {res.n_kv_heads}); "
-             + ", ".join(f"{k} {v:.3f}" for k, v in mine.items() if k != "kv_group"),
+             + ", ".join(f"{k} {v:.3f}" for k, v in mine.items()),
              "query -> most attended key (weight):"]
     lines += [f"  {q:3d} {t['query']!r:>16} -> {t['key_pos']:3d} {t['key']!r} ({t['weight']:.2f})"
               for q, t in enumerate(top)]
@@ -217,7 +217,7 @@ def cli_attention(args, model=None) -> dict:
         lines.append(f"heatmap saved to {args.out}")
     return {"_text": "\n".join(lines), "layer": layer, "head": head, "kv_group": res.kv_groups[head],
             "tokens": res.str_tokens, "pattern": [[round(float(x), 6) for x in row] for row in p],
-            "stats": {k: float(v) for k, v in mine.items()}, "most_attended": top,
+            "stats": mine, "most_attended": top,
             "layer_stats": stats.reset_index().to_dict(orient="records"), "out": args.out}
 
 

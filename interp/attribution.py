@@ -25,6 +25,7 @@ embedding is added once at the bottom and never removed, so it keeps a direct ad
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -58,7 +59,7 @@ def _capture_parts(model, toks: torch.Tensor, pos: int, *, need_logits: bool):
 
 
 # ---------------------------------------------------------------------------------------------- decomposition
-def decompose(model, text, pos: int = -1) -> "Decomposition":
+def decompose(model, text, pos: int = -1) -> Decomposition:
     """Split the final residual at ``pos`` into embedding, per-head / per-layer attention and MLP parts."""
     toks = one_text(model, text)
     pos = model.check_pos(pos, toks.shape[1])
@@ -66,7 +67,7 @@ def decompose(model, text, pos: int = -1) -> "Decomposition":
     return _decomposition(model, toks, pos, store, learned_pos)
 
 
-def _decomposition(model, toks, pos, store, learned_pos) -> "Decomposition":
+def _decomposition(model, toks, pos, store, learned_pos) -> Decomposition:
     head_rows: list[tuple[str, str, int | None, int | None, torch.Tensor]] = []
     layer_rows: list[tuple[str, str, int | None, torch.Tensor]] = []
     first = [("embed", "embed", store["hook_embed"])]
@@ -89,12 +90,18 @@ def _decomposition(model, toks, pos, store, learned_pos) -> "Decomposition":
             head_rows.append((f"L{layer}.mlp", "mlp", layer, None, mlp))
             layer_rows.append((f"L{layer}.mlp", "mlp", layer, mlp))
     str_tokens = model.to_str_tokens(toks)
+    resid = store[f"blocks.{model.n_layers - 1}.hook_resid_post"]
+    gap = float((torch.stack([r[3] for r in layer_rows]).double().sum(0) - resid.double()).abs().max())
+    if gap > 1e-3 * max(1.0, float(resid.abs().max())):
+        warnings.warn(f"the parts miss {gap:.3g} of the final residual on {getattr(model, 'source', 'this model')}: "
+                      "its architecture adds something to the residual that hook_embed / hook_pos_embed / "
+                      "hook_attn_out / hook_mlp_out do not show", RuntimeWarning, stacklevel=3)
     return Decomposition(
         labels=[r[0] for r in head_rows], kinds=[r[1] for r in head_rows], layers=[r[2] for r in head_rows],
         heads=[r[3] for r in head_rows], parts=torch.stack([r[4] for r in head_rows]),
         layer_labels=[r[0] for r in layer_rows], layer_kinds=[r[1] for r in layer_rows],
         layer_layers=[r[2] for r in layer_rows], layer_parts=torch.stack([r[3] for r in layer_rows]),
-        resid=store[f"blocks.{model.n_layers - 1}.hook_resid_post"], pos=pos, str_tokens=str_tokens,
+        resid=resid, pos=pos, str_tokens=str_tokens,
         n_layers=model.n_layers, n_heads=model.n_heads, source=getattr(model, "source", ""))
 
 
@@ -203,7 +210,7 @@ def frozen_norm_direction(model, resid: torch.Tensor, u: torch.Tensor) -> tuple[
     raise ValueError(f"final norm {model.norm!r} not supported for DLA; supported: RMSNorm, LayerNorm")
 
 
-def direct_logit_attribution(model, text, token, baseline_token=None, pos: int = -1) -> "DLAResult":
+def direct_logit_attribution(model, text, token, baseline_token=None, pos: int = -1) -> DLAResult:
     """Each component's direct contribution to the logit of ``token`` (minus that of ``baseline_token``) at
     ``pos``. ``token``/``baseline_token``: a string (several tokens -> first token, with a warning) or an id."""
     tid, tlabel = target_id(model, token, what="token")
@@ -216,8 +223,8 @@ def direct_logit_attribution(model, text, token, baseline_token=None, pos: int =
     store, learned_pos, logits = _capture_parts(model, toks, pos, need_logits=True)
     dec = _decomposition(model, toks, pos, store, learned_pos)
 
-    W_U = model.W_U
-    u = W_U[:, tid] - (W_U[:, bid] if bid is not None else 0)
+    cols = model.module.W_U[:, [tid] if bid is None else [tid, bid]].detach().to("cpu", torch.float64)
+    u = cols[:, 0] - (cols[:, 1] if bid is not None else 0)
     g, rem, scale, centred = frozen_norm_direction(model, dec.resid, u)
     b_U = model.b_U
     if b_U is not None:

@@ -485,21 +485,27 @@ def ablation_check(model, heads=None, *, k: int = 5, n_random: int = 5, mode: st
 @dataclass(repr=False)
 class ICLScore(Result):
     """Olsson's in-context-learning score on natural text: loss at a late token minus loss at an
-    early one (negative = later tokens are predicted better thanks to the context)."""
+    early one (negative = later tokens are predicted better thanks to the context). Each loss is
+    the mean over a window of `window` tokens centred on the position, to tame per-token noise."""
 
     early: int
     late: int
-    loss_by_pos: torch.Tensor  # [late]: mean loss of the token at position t (t = 1..late), index t - 1
+    window: int
+    loss_by_pos: torch.Tensor  # mean loss of the token at position t (BOS = 0), stored at index t - 1
     n_docs: int
     model_name: str
 
+    def _around(self, pos: int) -> float:
+        half = self.window // 2
+        return float(self.loss_by_pos[pos - 1 - half: pos + half].mean())
+
     @property
     def loss_early(self) -> float:
-        return float(self.loss_by_pos[self.early - 1])
+        return self._around(self.early)
 
     @property
     def loss_late(self) -> float:
-        return float(self.loss_by_pos[self.late - 1])
+        return self._around(self.late)
 
     @property
     def score(self) -> float:
@@ -513,44 +519,55 @@ class ICLScore(Result):
 
     def summary(self) -> str:
         return (f"ICL score {self.score:+.3f} nats = loss at token {self.late} ({self.loss_late:.3f}) - loss at "
-                f"token {self.early} ({self.loss_early:.3f}), {self.n_docs} Wikipedia summaries, {self.model_name}")
+                f"token {self.early} ({self.loss_early:.3f}), windows of {self.window} tokens, {self.n_docs} "
+                f"Wikipedia summaries, {self.model_name}")
 
     def plot(self, out=None):
         fig = new_figure(figsize=(6, 3.5), layout="constrained")
         ax = fig.add_subplot(1, 1, 1)
         pos = np.arange(1, len(self.loss_by_pos) + 1)
         ax.plot(pos, self.loss_by_pos.numpy(), lw=1)
+        half = self.window // 2
         for p in (self.early, self.late):
-            ax.axvline(p, color="C3", ls="--", lw=0.8)
-        ax.set(xlabel="token position (BOS = 0)", ylabel="mean loss (nats)", title=self.summary()[:70])
+            ax.axvspan(p - half - 0.5, p + half + 0.5, color="C3", alpha=0.2)
+        ax.set(xlabel="token position (BOS = 0)", ylabel="mean loss (nats)",
+               title=f"ICL score {self.score:+.3f} nats ({self.n_docs} documents)")
         return save_fig(fig, out)
 
 
-def icl_score(model, *, early: int = 10, late: int = 100, n_docs: int = 200, batch_size: int = 8,
-              seed: int = 0) -> ICLScore:
-    """Loss at token `late` minus loss at token `early` over `n_docs` Wikipedia summaries that have
-    at least `late` tokens after BOS (shuffled with `seed`). The summaries are ~100-200 tokens (median
-    ~100), so the defaults are 10 and 100: Olsson et al.'s 50 and 500 of 512, scaled to the documents."""
+def icl_score(model, *, early: int = 10, late: int = 100, window: int = 5, n_docs: int = 100,
+              batch_size: int = 8, seed: int = 0) -> ICLScore:
+    """Loss at token `late` minus loss at token `early` (token positions, BOS = 0), each averaged over
+    `window` tokens centred there, over the first `n_docs` Wikipedia summaries (shuffled with `seed`)
+    long enough to reach the late window. The summaries are ~40-170 tokens (median ~100), so the
+    defaults are 10 and 100: Olsson et al.'s 50 and 500 of 512-token contexts, scaled to the documents."""
     from .corpus import wiki_documents
 
-    if not isinstance(early, int) or not isinstance(late, int) or not 1 <= early < late <= model.n_ctx - 1:
-        raise ValueError(f"early={early!r}, late={late!r}: allowed 1 <= early < late <= {model.n_ctx - 1}")
+    if not isinstance(window, int) or window < 1 or window % 2 == 0:
+        raise ValueError(f"window={window!r} out of range: allowed an odd integer >= 1")
+    half = window // 2
+    if not isinstance(early, int) or not isinstance(late, int) or \
+            not 1 + half <= early < late <= model.n_ctx - 1 - half:
+        raise ValueError(f"early={early!r}, late={late!r}: allowed {1 + half} <= early < late <= "
+                         f"{model.n_ctx - 1 - half} (window {window})")
     _check_positive("n_docs", n_docs)
+    end = late + half  # last token position needed
     rows = []
     for doc in wiki_documents(seed=seed):
         ids = model._encode(doc.text, prepend_bos=True)
-        if len(ids) > late:
-            rows.append(ids[: late + 1])
+        if len(ids) > end:
+            rows.append(ids[: end + 1])
             if len(rows) == n_docs:
                 break
     if not rows:
-        raise ValueError(f"no document has {late} tokens; choose a smaller late position")
+        raise ValueError(f"no document reaches token {end}; choose a smaller late position")
     losses = []
     for start in range(0, len(rows), batch_size):
         toks = torch.tensor(rows[start:start + batch_size])
         losses.append(per_position_loss(model.run(toks), toks) * len(toks))
     loss_by_pos = torch.stack(losses).sum(0) / len(rows)
-    return ICLScore(early=early, late=late, loss_by_pos=loss_by_pos, n_docs=len(rows), model_name=model.source)
+    return ICLScore(early=early, late=late, window=window, loss_by_pos=loss_by_pos, n_docs=len(rows),
+                    model_name=model.source)
 
 
 # ----------------------------------------------------------------------------- CLI and demo
@@ -575,8 +592,8 @@ def _cli_induction(args) -> dict:
            "loss_repeated_half": scan.loss_repeated_half, "heads": heads, "ablation": check.to_dict()}
     if model.tokenizer is not None and not args.no_icl:
         icl = icl_score(model, n_docs=args.icl_docs)
-        out["icl"] = {"score": icl.score, "early": icl.early, "late": icl.late, "loss_early": icl.loss_early,
-                      "loss_late": icl.loss_late, "n_docs": icl.n_docs}
+        out["icl"] = {"score": icl.score, "early": icl.early, "late": icl.late, "window": icl.window,
+                      "loss_early": icl.loss_early, "loss_late": icl.loss_late, "n_docs": icl.n_docs}
     out["seconds"] = time.perf_counter() - t0
     table = scan.top(args.top).to_string(float_format=lambda x: f"{x:.3f}")
     text = [scan.summary(), table, check.summary()]

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from ._results import Result, new_figure, save_fig
-from .induction import induction_scores, per_position_loss
+from .induction import induction_scores
 from .toy import AttnOnlyTransformer, ToyConfig
 
 
@@ -145,7 +145,7 @@ def log_row(step: int, seconds: float, train_loss: float, wrapped, eval_data, cf
             "prev_token_score": float(prev.max()), "prev_token_head": int(prev.argmax())}
 
 
-def train(cfg: TrainConfig, *, verbose: bool = False) -> "TrainingRun":
+def train(cfg: TrainConfig, *, verbose: bool = False) -> TrainingRun:
     """Train from scratch and log every cfg.log_every steps. Deterministic for a given cfg."""
     from .model import Model
 
@@ -158,12 +158,11 @@ def train(cfg: TrainConfig, *, verbose: bool = False) -> "TrainingRun":
         eval_data = repeat_batch(cfg, cfg.eval_batch, torch.Generator().manual_seed(cfg.seed + 10_000))
         opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay,
                                 betas=tuple(cfg.betas))
-        log = []
+        log, train_loss = [], float("nan")
         for step in range(cfg.steps + 1):
             if step % cfg.log_every == 0 or step == cfg.steps:
                 model.eval()
-                row = log_row(step, time.perf_counter() - t0, float("nan") if step == 0 else loss.item(),
-                              wrapped, eval_data, cfg)
+                row = log_row(step, time.perf_counter() - t0, train_loss, wrapped, eval_data, cfg)
                 log.append(row)
                 if verbose:
                     print(_fmt_row(row), flush=True)
@@ -175,6 +174,7 @@ def train(cfg: TrainConfig, *, verbose: bool = False) -> "TrainingRun":
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            train_loss = loss.item()
         kcomp = k_composition_check(wrapped, eval_data, cfg) if cfg.n_layers >= 2 else None
     return TrainingRun(cfg=cfg, log=log, model=model, seconds=time.perf_counter() - t0,
                        cpu_seconds=time.process_time() - c0, k_composition=kcomp)
@@ -279,7 +279,7 @@ class TrainingRun(Result):
                 f"{s['previous_token_score_before']:.2f} -> {s['previous_token_score_after']:.2f}; "
                 f"+-{self.window} steps), {self.seconds:.0f} s")
 
-    def plot(self, out=None, control: "TrainingRun | None" = None):
+    def plot(self, out=None, control: TrainingRun | None = None):
         """Repeat loss, loss elsewhere, induction and previous-token scores on one step axis,
         the transition marked; the 1-layer control dashed if given."""
         fig = new_figure(figsize=(8, 6), layout="constrained")

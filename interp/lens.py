@@ -29,8 +29,8 @@ softmax over the vocabulary is ever materialized.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import torch
 
@@ -121,7 +121,8 @@ def capture(model, toks: torch.Tensor, names: Sequence[str], pos_index: torch.Te
 
     def keep(name):
         def fn(t, hook):
-            store[name] = t[0].index_select(0, idx)
+            # [batch, pos, ...]; a 2-D [pos, d_model] is shared by the batch (e.g. a toy model's hook_pos_embed)
+            store[name] = (t[0] if t.ndim >= 3 else t).index_select(0, idx)
             if name == stop_after and all(n in store for n in names):
                 raise StopForward
         return fn
@@ -221,7 +222,7 @@ def lens_stats(model, normed: torch.Tensor, k: int, target_ids: Sequence[int],
 
 
 # ---------------------------------------------------------------------------------------------- entry point
-def logit_lens(model, text, *, targets=None, k: int = 5, positions=None) -> "LogitLensResult":
+def logit_lens(model, text, *, targets=None, k: int = 5, positions=None) -> LogitLensResult:
     """Logit lens of ``text`` (string, BOS prepended, or token tensor) at ``positions`` (int, list, or None for
     every position) over the n_layers+1 residuals. ``targets``: a string / token id or a list of them."""
     toks = one_text(model, text)
@@ -469,13 +470,15 @@ def demo(model) -> None:
     curve = res.target_curve(" Paris")
     first, stable = res.first_top1(" Paris"), res.first_top1(" Paris", stable=True)
     print(f"logit lens of {PROMPT!r} at the last token ({res.str_tokens[-1]!r}), {model.n_layers} layers:")
-    for r in range(0, model.n_layers + 1, max(1, model.n_layers // 10)):
+    for r in sorted(set(range(0, model.n_layers + 1, max(1, model.n_layers // 10))) | {model.n_layers}):
         t, p = res.top(r)[0]
         print(f"  after {r:2d} blocks: top-1 {t!r:<12} p={p:.2f}   ' Paris' p={float(curve['prob'][r]):.3g} "
               f"rank {int(curve['rank'][r])}")
     if first is None:
         print("  ' Paris' never becomes top-1")
     else:
-        print(f"  ' Paris' first becomes top-1 after {first} of {model.n_layers} blocks (blocks.{first}.hook_resid_pre)"
-              + (f" and stays top-1 from {stable} on" if stable is not None else ", but is not top-1 at the end")
+        where = f"blocks.{first}.hook_resid_pre" if first < model.n_layers else "the final residual"
+        print(f"  ' Paris' first becomes top-1 after {first} of {model.n_layers} blocks ({where})"
+              + ("" if stable == first else f", stays top-1 from {stable} on" if stable is not None
+                 else ", but is not top-1 at the end")
               + f"; final p={float(curve['prob'][-1]):.2f}")

@@ -28,8 +28,8 @@ from __future__ import annotations
 import math
 import sys
 import types
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import torch
 
@@ -66,7 +66,7 @@ class TopK:
         return self.values.shape[1]
 
     @classmethod
-    def empty(cls, layer: int, k: int, neurons: Sequence[int], *, skip_bos: bool = True, device="cpu") -> "TopK":
+    def empty(cls, layer: int, k: int, neurons: Sequence[int], *, skip_bos: bool = True, device="cpu") -> TopK:
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k={k!r} contexts per neuron; allowed: a positive integer")
         idx = torch.as_tensor(list(neurons), dtype=torch.int64, device=device)
@@ -114,7 +114,7 @@ class TopK:
         self.values, self.doc, self.pos, self.token = (t.gather(1, order) for t in cat)
 
     # -------------------------------------------------------------------------------------- merge / save
-    def merge(self, other: "TopK") -> "TopK":
+    def merge(self, other: TopK) -> TopK:
         """The accumulator of both scans together (a new object; neither input changes). Exact."""
         if not isinstance(other, TopK):
             raise TypeError(f"can only merge another TopK, got {type(other).__name__}")
@@ -133,7 +133,7 @@ class TopK:
         out._absorb(o.values, o.doc, o.pos, o.token)
         return out
 
-    def to(self, device) -> "TopK":
+    def to(self, device) -> TopK:
         t = [x.to(device) for x in (self.values, self.doc, self.pos, self.token, self.neurons, self.docs_seen)]
         return TopK(*t, n_tokens=self.n_tokens, layer=self.layer, skip_bos=self.skip_bos)
 
@@ -146,7 +146,7 @@ class TopK:
         return sd
 
     @classmethod
-    def from_state_dict(cls, sd: dict[str, torch.Tensor]) -> "TopK":
+    def from_state_dict(cls, sd: dict[str, torch.Tensor]) -> TopK:
         need = ("values", "doc", "pos", "token", "neurons", "docs_seen", "n_tokens", "layer", "skip_bos")
         missing = [k for k in need if k not in sd]
         if missing:
@@ -165,12 +165,12 @@ class TopK:
         save_file(self.state_dict(), str(path))
 
     @classmethod
-    def load(cls, path) -> "TopK":
+    def load(cls, path) -> TopK:
         from safetensors.torch import load_file
 
         return cls.from_state_dict(load_file(str(path)))
 
-    def equal(self, other: "TopK") -> bool:
+    def equal(self, other: TopK) -> bool:
         a, b = self.state_dict(), other.state_dict()
         return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
@@ -633,6 +633,8 @@ def _progress(total: int, enabled: bool, desc: str):
 
 # ============================================================================================ CLI and demo
 def add_cli(subparsers) -> None:
+    from .cli import add_common
+
     p = subparsers.add_parser("neurons", help="top-activating contexts of one layer's FFN neurons")
     p.add_argument("--layer", type=int, required=True, help="layer index")
     p.add_argument("--top", type=int, default=10, help="how many neurons to show (by peak activation)")
@@ -640,14 +642,16 @@ def add_cli(subparsers) -> None:
     p.add_argument("--k", type=int, default=5, help="contexts kept per neuron")
     p.add_argument("--neuron", type=int, action="append", default=None,
                    help="show this neuron (repeatable) instead of the top ones")
-    p.add_argument("--json", action="store_true", help="print one JSON document")
+    add_common(p)  # --model, --device, --json
     p.set_defaults(func=cli_neurons)
 
 
 def cli_neurons(args, model=None) -> dict:
-    from .attention import _cli_model
+    """Handler of ``interp neurons``; ``model`` lets tests pass a loaded model."""
+    if model is None:
+        from .cli import load_model
 
-    model = model if model is not None else _cli_model(args)
+        model = load_model(args)
     if not isinstance(args.top, int) or args.top < 1:
         raise ValueError(f"--top {args.top!r}; allowed: a positive integer")
     view = neurons(model, args.layer)

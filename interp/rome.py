@@ -321,14 +321,17 @@ def edit(model, prompt: str = "{} is located in the city of", subject: str = "Th
     _emit(progress, stage="templates", templates=templates)
 
     t0 = time.perf_counter()
+    stats = _resolve_stats(model, layer, stats, hp, progress)
+    timings["stats_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
     batch = _edit_batch(model, prompt, subject, target_ids, templates, hp.kl_prompt)
     opt = _optimize_delta(model, layer, batch, hp, target, progress)
     timings["optimize_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     key = opt["keys"][: batch.n_rewrite].to(torch.float64).mean(0)               # k* [d_mlp]
-    solved = _solve(model, layer, stats, key, hp, progress)                       # C^-1 k*
-    timings["stats_s"] = time.perf_counter() - t0
+    solved = _solve(stats, key, hp)                                               # C^-1 k*
 
     t0 = time.perf_counter()
     denom = float(key @ solved)
@@ -689,25 +692,32 @@ def key_stats(model, layer: int, n_tokens: int = 100_000, **kwargs):
     return _STATS_CACHE[k]
 
 
-def _solve(model, layer: int, stats, key: torch.Tensor, hp: RomeHparams, progress) -> torch.Tensor:
-    """``C^-1 k*`` in float64 on the CPU."""
+def _resolve_stats(model, layer: int, stats, hp: RomeHparams, progress):
+    """The statistics object to solve with (computed or read from the disk cache when ``stats`` is None)."""
     if stats is None:
         _emit(progress, stage="stats", layer=layer, n_tokens=hp.mom2_n_tokens)
-        stats = key_stats(model, layer, hp.mom2_n_tokens, progress=False)
+        return key_stats(model, layer, hp.mom2_n_tokens, progress=False)
+    if isinstance(stats, str) and stats != "identity":
+        raise ValueError(f"stats={stats!r}; allowed: a KeyStats, a [d_mlp, d_mlp] tensor, 'identity' or None")
+    if isinstance(stats, torch.Tensor) and tuple(stats.shape) != (model.d_mlp, model.d_mlp):
+        raise ValueError(f"second-moment matrix has shape {tuple(stats.shape)}; expected {(model.d_mlp,) * 2}")
+    if not isinstance(stats, (str, torch.Tensor)) and not hasattr(stats, "solve"):
+        raise ValueError(f"stats must be a KeyStats (with .solve), a [d_mlp, d_mlp] tensor, 'identity' or None; "
+                         f"got {type(stats).__name__}")
+    return stats
+
+
+def _solve(stats, key: torch.Tensor, hp: RomeHparams) -> torch.Tensor:
+    """``C^-1 k*`` in float64 on the CPU."""
     if isinstance(stats, str) and stats == "identity":
         return key.clone()
     if isinstance(stats, torch.Tensor):
         c = stats.to("cpu", torch.float64)
-        if tuple(c.shape) != (key.numel(), key.numel()):
-            raise ValueError(f"second-moment matrix has shape {tuple(c.shape)}; expected {(key.numel(),) * 2}")
         if hp.mom2_ridge:
             c = c + hp.mom2_ridge * torch.eye(key.numel(), dtype=torch.float64)
         return torch.linalg.solve(c, key)
-    if hasattr(stats, "solve"):
-        out = stats.solve(key, ridge=hp.mom2_ridge)
-        return torch.as_tensor(out).to("cpu", torch.float64).reshape(-1)
-    raise ValueError(f"stats must be a KeyStats (with .solve), a [d_mlp, d_mlp] tensor, 'identity' or None; "
-                     f"got {type(stats).__name__}")
+    out = stats.solve(key, ridge=hp.mom2_ridge)
+    return torch.as_tensor(out).to("cpu", torch.float64).reshape(-1)
 
 
 # ============================================================================================ evaluation (lazy)

@@ -23,8 +23,8 @@ import math
 from dataclasses import asdict, dataclass
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
@@ -209,7 +209,7 @@ class AttnOnlyTransformer(HookedRootModule):
         save_file(tensors, str(path), metadata={"toy_config": json.dumps(self.cfg.to_dict())})
 
     @classmethod
-    def load(cls, path) -> "AttnOnlyTransformer":
+    def load(cls, path) -> AttnOnlyTransformer:
         import json
 
         from safetensors import safe_open

@@ -49,9 +49,9 @@ Push every partial residual through the model's own final RMSNorm and unembeddin
 (row 0 = the embedding alone, the last row = the model's output). Each cell shows the top-1 next-token guess."""),
     ("code", """lens = logit_lens(model, prompt, targets=[" Paris", " London", " Rome"])
 lens.plot()"""),
-    ("md", """Row 0 predicts each input token *itself*: SmolLM2 ties its unembedding to its embedding
-(`W_U = W_E^T`), so an embedding vector's best match in the unembedding is its own token. Follow the last
-position up the stack:"""),
+    ("md", """Row 0 mostly predicts each input token *itself*: SmolLM2 ties its unembedding to its embedding
+(`W_U = W_E^T`), so an embedding vector's best match in the unembedding is usually its own token (a few
+tokens land instead on one odd token, " strugg"). Follow the last position up the stack:"""),
     ("code", """print("tied embeddings:", torch.equal(model.W_U.T, model.W_E))
 for row in range(0, model.n_layers + 1, 2):
     print(f"after {row:2d} blocks:", [(t, round(p, 2)) for t, p in lens.top(row)[:3]])

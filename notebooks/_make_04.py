@@ -63,7 +63,8 @@ print(check.summary())
 check.to_frame()"""),
     ("md", """### In-context learning on natural text
 Olsson et al.'s ICL score: loss at a late token minus loss at an early one (they use 500 and 50 of 512). The
-Wikipedia summaries are ~100-200 tokens, so we use tokens 100 and 10 of the documents that are long enough."""),
+Wikipedia summaries are mostly 40-170 tokens (median ~100), so we use tokens 100 and 10 (each loss averaged over a
+5-token window) of the documents long enough to reach token 102."""),
     ("code", """icl = ind.icl_score(model, early=10, late=100, n_docs=16)
 print(icl.summary())
 icl.plot()"""),

@@ -165,3 +165,12 @@ def test_module_is_callable(tiny_gpt2):
     module = importlib.import_module("interp.attention")
 
     assert torch.equal(module(tiny_gpt2, "ab").patterns, attention(tiny_gpt2, "ab").patterns)
+
+
+def test_cli_parser_accepts_the_issue_syntax():
+    from interp import cli
+
+    args = cli.build_parser().parse_args(["attention", "some text", "--layer", "3", "--head", "1", "--out", "a.png",
+                                          "--json"])
+    assert (args.text, args.layer, args.head, args.out, args.json, args.func) == \
+        ("some text", 3, 1, "a.png", True, cli_attention)

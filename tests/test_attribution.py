@@ -204,3 +204,24 @@ def test_cli_handler_json(tiny_llama, tmp_path):
     args = parser.parse_args(["dla", TINY_TEXT, "--token", "s", "--top", "0"])
     with pytest.raises(ValueError, match="--top 0"):
         cli_dla(args, model=tiny_llama)
+
+
+def test_attention_only_model_without_final_norm():
+    """A model wrapped with Model.from_module (no MLPs, no final norm, [pos, d_model] positional hook)."""
+    from interp.lens import logit_lens
+    from interp.toy import AttnOnlyTransformer, ToyConfig
+
+    model = interp.Model.from_module(AttnOnlyTransformer(ToyConfig(), seed=0))
+    toks = torch.randint(0, model.d_vocab, (12,), generator=torch.Generator().manual_seed(0))
+    logits = model.run(toks)[0]
+    res = direct_logit_attribution(model, toks, 3, baseline_token=5)
+    assert abs(res.total("head") - float(logits[-1, 3] - logits[-1, 5])) <= 1e-4
+    d = res.decomposition
+    assert "mlp" not in d.kinds and "pos_embed" in d.kinds
+    assert (d.total() - model.resid(toks, model.n_layers - 1, "post", pos=-1)).abs().max() <= 1e-5
+    lens = logit_lens(model, toks, targets=[3])
+    assert (lens.target_logits[-1, :, 0] - logits[:, 3]).abs().max() <= 1e-5
+    # no norm: every lens row is the residual times W_U
+    stack = model.resid_stack(toks)
+    assert (lens.target_logits[:, :, 0] - (stack @ model.W_U)[..., 3]).abs().max() <= 1e-4
+    assert model.attached_hook_count() == 0

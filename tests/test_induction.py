@@ -49,14 +49,17 @@ def test_handmade_model_scores_one_on_its_heads_and_zero_elsewhere(handmade):
     assert s["duplicate_token_score"].max() < 0.01
     assert scan.top_heads(1) == [(1, 0)]
     # it predicts the repeated half almost perfectly, the random first half not at all
-    assert scan.loss_repeated_half < 0.2 < 3.0 < scan.loss_first_half
+    assert scan.loss_repeated_half < 0.2
+    assert scan.loss_first_half > 3.0
     check_result_object(scan)
 
 
 def test_transformer_lens_mul_score_caps_near_one_half_on_a_perfect_head(handmade):
     # The documented reason the scores differ: TransformerLens divides by the whole attention mass.
-    from transformer_lens.head_detector import (compute_head_attention_similarity_score,
-                                                get_induction_head_detection_pattern)
+    from transformer_lens.head_detector import (
+        compute_head_attention_similarity_score,
+        get_induction_head_detection_pattern,
+    )
 
     seq_len = 15
     toks = ind.repeated_tokens(handmade, seq_len, 1, seed=0)
@@ -103,6 +106,8 @@ def test_bad_input_raises_value_error_naming_the_value_and_range(handmade, embed
         ind.ablation_check(handmade, heads=[(0, 0)], mode="half")
     with pytest.raises(ValueError, match=r"early=50, late=20"):
         ind.icl_score(embedded, early=50, late=20)
+    with pytest.raises(ValueError, match=r"window=4 out of range"):
+        ind.icl_score(embedded, window=4)
     scan = ind.induction_heads(handmade, seq_len=5, batch=2, copying=False)
     with pytest.raises(ValueError, match="score 'nope' not known"):
         scan.top(3, by="nope")
@@ -135,8 +140,8 @@ def test_ablating_top_heads_beats_random_heads_on_embedded(embedded, embedded_sc
 
 
 def test_icl_score_on_wikipedia_summaries(embedded):
-    icl = ind.icl_score(embedded, early=10, late=100, n_docs=16)
-    assert icl.n_docs == 16 and icl.loss_by_pos.shape == (100,)
+    icl = ind.icl_score(embedded, early=10, late=100, n_docs=8)
+    assert icl.n_docs == 8 and icl.loss_by_pos.shape == (102,)  # up to the end of the late window
     assert icl.score < 0  # later tokens are predicted better
     check_result_object(icl)
 
@@ -200,8 +205,8 @@ def test_cli_induction_json(embedded, monkeypatch, capsys):
     from interp import cli
 
     monkeypatch.setattr(cli, "load_model", lambda args: embedded)
-    rc = cli.main(["induction", "--json", "--top", "4", "--batch", "2", "--n-random", "2", "--k", "3",
-                   "--icl-docs", "4"])
+    rc = cli.main(["induction", "--json", "--top", "4", "--seq-len", "20", "--batch", "2", "--n-random", "2",
+                   "--k", "3", "--icl-docs", "2"])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     heads = out["heads"]
@@ -209,7 +214,7 @@ def test_cli_induction_json(embedded, monkeypatch, capsys):
     assert {"layer", "head", "induction_score", "prefix_matching_score", "previous_token_score"} <= set(heads[0])
     assert [h["induction_score"] for h in heads] == sorted((h["induction_score"] for h in heads), reverse=True)
     assert {"top_k_rise", "random_k_rises", "ratio"} <= set(out["ablation"])
-    assert out["icl"]["n_docs"] == 4
+    assert out["icl"]["n_docs"] == 2
 
 
 def test_cli_reproduce_json(tmp_path, capsys):

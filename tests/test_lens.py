@@ -156,9 +156,8 @@ def test_an_exception_inside_the_forward_leaves_no_hooks(tiny_llama):
     def boom(t, hook):
         raise RuntimeError("boom")
 
-    with pytest.raises(RuntimeError, match="boom"):
-        with tiny_llama.hooks([("blocks.1.hook_resid_pre", boom)]):
-            logit_lens(tiny_llama, TINY_TEXT)
+    with pytest.raises(RuntimeError, match="boom"), tiny_llama.hooks([("blocks.1.hook_resid_pre", boom)]):
+        logit_lens(tiny_llama, TINY_TEXT)
     assert tiny_llama.attached_hook_count() == 0
 
 

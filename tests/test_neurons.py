@@ -4,7 +4,6 @@ bad input, memory. Every check compares against an independent computation."""
 import argparse
 import importlib
 import json
-import math
 import os
 import random
 import subprocess
@@ -82,7 +81,7 @@ def test_activations_embedded_and_plot(embedded, tmp_path):
     assert [int(i) for i in peaks.argsort(descending=True)[:3]] == top
     fig = res.plot(out=tmp_path / "acts.png")
     assert (tmp_path / "acts.png").stat().st_size > 0
-    assert [t.get_text() for t in fig.axes[0].get_xticklabels()][0] == "<|im_start|>"
+    assert fig.axes[0].get_xticklabels()[0].get_text() == "<|im_start|>"
     frame = res.to_frame([top[0], 7])
     assert len(frame) == 2 * len(res.str_tokens) and set(frame.neuron) == {top[0], 7}
 
@@ -375,3 +374,10 @@ def test_numpy_integers_from_frames_are_accepted(tiny_llama):
     assert view.vocab(n, k=2).neuron == 5
     assert view.ablate("abc", np.int64(97), [n]).rows[0]["neurons"] == [5]
     assert view.activations("abc", neurons=np.array([1, 2])).neurons == [1, 2]
+
+
+def test_cli_parser_accepts_the_issue_syntax():
+    from interp import cli
+
+    args = cli.build_parser().parse_args(["neurons", "--layer", "4", "--top", "7", "--docs", "50", "--json"])
+    assert (args.layer, args.top, args.docs, args.json, args.func) == (4, 7, 50, True, neurons_module.cli_neurons)

@@ -81,6 +81,8 @@ def lens_ratios(model, repeats: int) -> tuple[float, float, dict]:
     last = statistics.median(r["lens_last"] / r["forward"] for r in runs)
     full = statistics.median(r["lens_full"] / r["floor"] for r in runs)
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    med["per_repeat_last"] = [round(r["lens_last"] / r["forward"], 3) for r in runs]
+    med["per_repeat_full"] = [round(r["lens_full"] / r["floor"], 3) for r in runs]
     return last, full, med
 
 
@@ -99,7 +101,9 @@ def main() -> None:
     print(f"logit_lens_ratio: {last:.3f}")
     print(f"logit_lens_full_ratio: {full:.3f}")
     if args.verbose:
-        print("# median seconds: " + ", ".join(f"{k} {v:.4f}" for k, v in med.items()))
+        print("# median seconds: " + ", ".join(f"{k} {med[k]:.4f}" for k in ("forward", "lens_last", "lens_full",
+                                                                             "floor")))
+        print(f"# per-repeat ratios: last {med['per_repeat_last']}, full {med['per_repeat_full']}")
     try:
         from _neuron_bench import neuron_scan_throughput_ratio
     except ImportError:

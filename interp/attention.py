@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import math
 import operator
-import sys
-import types
 from dataclasses import dataclass
 
 import torch
@@ -219,12 +217,3 @@ def cli_attention(args, model=None) -> dict:
             "tokens": res.str_tokens, "pattern": [[round(float(x), 6) for x in row] for row in p],
             "stats": mine, "most_attended": top,
             "layer_stats": stats.reset_index().to_dict(orient="records"), "out": args.out}
-
-
-# ``interp.attention(model, text)`` and ``interp.attention.attention(...)`` both work: the module is callable.
-class _CallableModule(types.ModuleType):
-    def __call__(self, model, text, **kwargs) -> AttentionResult:
-        return attention(model, text, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

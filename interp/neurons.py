@@ -26,8 +26,6 @@ activations ([batch, pos, d_mlp]) plus the [d_mlp, k] state, never a cache.
 from __future__ import annotations
 
 import math
-import sys
-import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -685,12 +683,3 @@ def demo(model) -> None:
     for row in res.top_neurons(5).itertuples():
         contexts = res.to_frame(row.neuron).context.tolist()
         print(f"  L{layer}N{row.neuron:<5d} max {row.max_activation:5.2f}  " + "  |  ".join(repr(c) for c in contexts))
-
-
-# ``interp.neurons(model, layer)`` and ``interp.neurons.neurons(...)`` both work: the module is callable.
-class _CallableModule(types.ModuleType):
-    def __call__(self, model, layer: int) -> Neurons:
-        return neurons(model, layer)
-
-
-sys.modules[__name__].__class__ = _CallableModule

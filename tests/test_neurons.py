@@ -356,7 +356,7 @@ print(json.dumps({"grow": status("VmHWM") - before, "tokens": state.n_tokens}))
 def test_scan_memory_holds_one_batch_not_the_corpus():
     """A wide MLP (d_mlp 16384) over 500 documents: caching the layer's activations would take
     tokens * d_mlp * 4 bytes (~1.5 GB; a leaky variant that keeps each batch measured +1.9 GB); the scan holds one
-    batch (~13 MB, plus the MLP's own intermediates of the same size) and its [d_mlp, k] state (measured ~+100 MB)."""
+    batch (~13 MB, plus the MLP's own intermediates of the same size) and its [d_mlp, k] state (measured +126 MB)."""
     d_mlp, n_docs = 16384, 500
     out = subprocess.run([sys.executable, "-c", _MEM_CHILD, str(d_mlp), str(n_docs)], capture_output=True,
                          text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})

@@ -22,8 +22,8 @@ the lens's last row identical to ``model.run``. The other rows go through ``mode
 
 Cost. One forward pass, capturing only the requested positions of the n_layers residuals ``resid_pre``. Their
 unembedding is done in row chunks of ~64 MB of logits with one matmul each; per chunk: a block-max top-k, the
-target logits and ranks (one comparison pass per target) and a single in-place log-sum-exp pass, so no
-softmax over the vocabulary is ever materialized.
+target logits, one log-sum-exp sweep (exp2 of log2(e)-scaled logits: several times faster than exp on CPU)
+and one in-place comparison per target for its rank, so no softmax over the vocabulary is ever materialized.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from .hooks import StopForward
 
 PROMPT = "The Eiffel Tower is located in the city of"
 _CHUNK_ELEMS = 1 << 24  # logits per unembedding chunk (64 MB in float32)
+_LOG2E = 1.4426950408889634
 
 
 # ---------------------------------------------------------------------------------------------- input checks
@@ -172,22 +173,27 @@ def _block_topk(logits: torch.Tensor, k: int, block: int = 256) -> tuple[torch.T
 def _summarise(logits: torch.Tensor, k: int, tgt: torch.Tensor, scratch: torch.Tensor | None = None
                ) -> dict[str, torch.Tensor]:
     """Top-k ids/probs and target logits/probs/ranks of each row of ``logits`` [rows, V] (float32; consumed:
-    the log-sum-exp is taken in place, so no softmax tensor is ever allocated). ``scratch``: a float buffer
-    at least as large as ``logits``, reused between chunks."""
-    rows = logits.shape[0]
+    it is overwritten in place, so no softmax tensor is ever allocated). ``scratch``: a float buffer at least
+    as large as ``logits``, reused between chunks."""
+    T = len(tgt)
     top_v, top_i = _block_topk(logits, k)
     t_logits = logits.index_select(1, tgt)  # [rows, T]
-    ranks = torch.empty(rows, len(tgt), dtype=torch.long, device=logits.device)
-    if len(tgt):
+    m = top_v[:, :1]
+    if T:
         if scratch is None or scratch.numel() < logits.numel():
             scratch = torch.empty_like(logits)
-        buf = scratch.view(-1)[: logits.numel()].view(logits.shape)
-        for j in range(len(tgt)):
-            # a float 0/1 comparison and a float sum: ~15x faster on CPU than counting a bool tensor, and
-            # exact (counts < 2**24)
-            ranks[:, j] = torch.gt(logits, t_logits[:, j:j + 1], out=buf).sum(-1).long()
-    m = top_v[:, :1]
-    lse = m[:, 0] + logits.sub_(m).exp_().sum(-1).log()
+        work = scratch.view(-1)[: logits.numel()].view(logits.shape)
+        torch.sub(logits, m, out=work)
+    else:
+        work = logits.sub_(m)
+    # log-sum-exp in one sweep; exp2 of the log2(e)-scaled logits is several times faster than exp on CPU
+    lse = m[:, 0] + work.mul_(_LOG2E).exp2_().sum(-1).log()
+    ranks = torch.empty(logits.shape[0], T, dtype=torch.long, device=logits.device)
+    for j in range(T):
+        # in-place float 0/1 comparison then a float sum (exact below 2**24): ~10x faster on CPU than
+        # counting a bool tensor; the last target may consume the logits themselves
+        dst = logits if j == T - 1 else work.copy_(logits)
+        ranks[:, j] = dst.gt_(t_logits[:, j:j + 1]).sum(-1).long()
     return {"top_ids": top_i, "top_probs": (top_v - lse[:, None]).exp(), "target_logits": t_logits,
             "target_probs": (t_logits - lse[:, None]).exp(), "target_ranks": ranks}
 

@@ -247,7 +247,8 @@ def causal_trace(model, text: str, subject: str, target=None, *, noise: float | 
     target: None (the model's top-1 next token on the clean prompt), a string (its first token is scored) or a
         token id. noise: std of the Gaussian corruption (None: 3σ of subject embeddings; 0 allowed).
     positions: None (every token from the subject's first one) or a list of positions / "subject" (all its
-        tokens) / "last_subject" / "last" to restore only there (other tokens then have effect NaN; those before the subject 0).
+        tokens) / "last_subject" / "last" to restore only there (other tokens then have effect NaN, and those
+        before the subject 0).
     method: "grow" (default: per noise draw one forward whose batch grows layer by layer, see ``_grow_probs``)
         or "plain" (every restoration a full row from the embedding on; the reference the tests compare with).
     chunk_tokens: batch rows x positions per forward (memory bound).
@@ -296,8 +297,8 @@ def trace_facts(model, records: Iterable[dict], *, samples: int = 10, window: in
                 progress: bool = True) -> FactTraceResult:
     """Indirect effect per layer at the last subject token, averaged over facts.
 
-    records: dicts (or ``interp.facts.Fact``) with ``subject`` and ``prompt`` — a template with "{}" (filled with the subject) or a full
-    prompt containing the subject — and optionally ``target_true`` (str, or {"str": ...}); without it the
+    records: dicts (or ``interp.facts.Fact``) with ``subject`` and ``prompt`` — a template with "{}" (filled
+    with the subject) or a full prompt containing the subject — and optionally ``target_true`` (str, or {"str": ...}); without it the
     model's top-1 next token is the target. Use the dev split of data/facts.jsonl to choose the edit layer:
     ``trace_facts(model, interp.facts.load_records(split="dev")).peak_layer("mlp")``."""
     t0 = time.perf_counter()

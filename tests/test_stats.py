@@ -81,11 +81,11 @@ def test_token_budget_is_exact_and_bos_excluded(tiny_llama):
 
 
 def test_shards_merge_to_one_pass(tiny_llama):
-    one = mlp_key_second_moment(tiny_llama, 1, n_tokens=None, n_docs=48, batch_size=8, cache=False,
+    one = mlp_key_second_moment(tiny_llama, 1, n_tokens=None, n_docs=24, batch_size=4, cache=False,
                                 progress=False)
-    a = mlp_key_second_moment(tiny_llama, 1, n_tokens=None, offset=0, n_docs=24, batch_size=8, cache=False,
+    a = mlp_key_second_moment(tiny_llama, 1, n_tokens=None, offset=0, n_docs=12, batch_size=4, cache=False,
                               progress=False)
-    b = mlp_key_second_moment(tiny_llama, 1, n_tokens=None, offset=24, n_docs=24, batch_size=8, cache=False,
+    b = mlp_key_second_moment(tiny_llama, 1, n_tokens=None, offset=12, n_docs=12, batch_size=4, cache=False,
                               progress=False)
     merged = a.merge(b)
     assert merged.count == one.count == a.count + b.count

@@ -25,9 +25,10 @@ What exactly is computed (all recorded in the result):
   ``window`` layers ``max(0, l - window//2) .. min(L, l + ceil(window/2)) - 1`` at token t, as in the paper.
 - Indirect effect = mean over noise samples of p(target | corrupted, state restored) - corrupted_prob.
   ``restored`` keeps the probabilities themselves (what ROME Figure 1 colours).
-- Batching: every (kind, layer, token) restoration is one batch row. Per noise draw one forward holds all of
-  them, and each row only joins the batch at the first layer it restores (``_grow_probs``: layers below are
-  exactly the corrupted run's), which saves about 40% of the compute; ``method="plain"`` runs every row from
+- Batching: every (kind, layer, token, noise draw) restoration is one batch row. A forward starts from one
+  row, becomes the ``samples`` corrupted runs at the embedding, and each restoration's rows only join the batch
+  at the first layer they restore (``_grow_probs``: layers below are exactly the corrupted run's), which saves
+  about 40% of the compute; ``method="plain"`` runs every row from
   the embedding (the reference). Forwards stop at the final residual; only the last position is normalized
   and unembedded.
 """
@@ -394,49 +395,47 @@ def _grow_probs(model, toks, subj, draws, target_id, configs, clean_states, *, c
                 desc) -> torch.Tensor:
     """Same result as ``_plain_probs``, at about 60% of the compute and in few large forwards.
 
-    A restoration at layer l leaves every earlier layer exactly as in the corrupted run, so its row need not
-    exist before layer l. Per noise draw, one forward starts with a single row (the corrupted run, row 0); at
-    ``blocks.{j}.hook_resid_pre`` the rows whose first restored layer is j join as copies of row 0, and the
-    restoration hooks write the clean states into their rows. The batch grows from 1 to 1 + len(configs) rows;
-    the causal mask and position embeddings, computed for batch 1, broadcast over it. Row 0's probability is
-    the corrupted run's (``_grow_probs.last_carrier`` keeps it for checks)."""
+    A restoration at layer l leaves every earlier layer exactly as in the corrupted run, so its rows need not
+    exist before layer l. Each forward starts from ONE row of tokens; ``hook_embed`` turns it into the
+    ``samples`` corrupted runs (rows 0..S-1, the carriers); at ``blocks.{j}.hook_resid_pre`` the configs whose
+    first restored layer is j join as copies of the S carriers (S rows per config), and the restoration hooks
+    write the clean states into their rows. The causal mask and position embeddings, computed for batch 1,
+    broadcast over the grown batch. ``_grow_probs.last_carrier`` keeps the carriers' probabilities (= the
+    corrupted runs', for checks)."""
     S, n = draws.shape[0], toks.shape[1]
     first = [min(_layer_of(nm) for nm in hook_names) for hook_names, _ in configs]
     order = sorted(range(len(configs)), key=lambda c: first[c])
-    per_fwd = max(1, chunk_tokens // n - 1)
+    per_fwd = max(1, chunk_tokens // (n * S) - 1)
     out = torch.empty(len(configs), S)
-    carrier = torch.empty(S)
     chunks = [order[i:i + per_fwd] for i in range(0, len(order), per_fwd)]
     for chunk in _maybe_progress(chunks, progress, desc):
         joins: dict[int, int] = {}
         rows_by_hook: dict[str, tuple[list[int], list[int]]] = {}
-        for row, c in enumerate(chunk, start=1):  # sorted by first layer: rows join in row order
+        for i, c in enumerate(chunk):  # sorted by first layer: configs join in this order
             joins[first[c]] = joins.get(first[c], 0) + 1
             hook_names, pos = configs[c]
             for nm in hook_names:
                 rows, poss = rows_by_hook.setdefault(nm, ([], []))
-                rows.append(row)
-                poss.append(pos)
-        restore = [(nm, _restore(clean_states[nm], rows, poss)) for nm, (rows, poss) in rows_by_hook.items()]
-        grow = [(f"blocks.{j}.hook_resid_pre", _join(k)) for j, k in sorted(joins.items())]
-        for s in range(S):
-            hooks = [("hook_embed", _corrupt(subj, draws[s:s + 1]))] + grow + restore
-            p = _last_logits(model, toks, hooks).softmax(-1)[:, target_id]
-            if p.shape[0] != len(chunk) + 1:
-                raise RuntimeError(f"grown batch has {p.shape[0]} rows, expected {len(chunk) + 1}")
-            out[chunk, s] = p[1:]
-            carrier[s] = p[0]
-    _grow_probs.last_carrier = carrier
+                rows.extend(range(S * (i + 1), S * (i + 2)))
+                poss.extend([pos] * S)
+        hooks = [("hook_embed", _corrupt(subj, draws))]  # [1, n, d] -> [S, n, d]
+        hooks += [(f"blocks.{j}.hook_resid_pre", _join(k, S)) for j, k in sorted(joins.items())]
+        hooks += [(nm, _restore(clean_states[nm], rows, poss)) for nm, (rows, poss) in rows_by_hook.items()]
+        p = _last_logits(model, toks, hooks).softmax(-1)[:, target_id]
+        if p.shape[0] != S * (len(chunk) + 1):
+            raise RuntimeError(f"grown batch has {p.shape[0]} rows, expected {S * (len(chunk) + 1)}")
+        out[chunk] = p[S:].reshape(len(chunk), S)
+        _grow_probs.last_carrier = p[:S]
     return out
 
 
 _ENGINES = {"grow": _grow_probs, "plain": _plain_probs}
 
 
-def _join(k: int):
-    """Hook appending ``k`` copies of row 0 (the corrupted run) to the batch."""
+def _join(k: int, S: int):
+    """Hook appending ``k`` copies of the S carrier rows (the corrupted runs) to the batch."""
     def grow(t, hook):
-        return torch.cat([t, t[:1].expand(k, *t.shape[1:])])
+        return torch.cat([t, t[:S].repeat(k, *([1] * (t.ndim - 1)))])
     return grow
 
 
@@ -471,11 +470,12 @@ def _last_logits(model, batch, hooks) -> torch.Tensor:
 
 
 def _corrupt(subj, noise):
-    """Hook adding ``noise`` [rows, n_subj, d_model] to the embeddings at the subject positions."""
+    """Hook adding ``noise`` [rows, n_subj, d_model] to the embeddings at the subject positions (a batch of one
+    row is first repeated to ``rows``)."""
     s0, s1 = subj
 
     def add(t, hook):
-        out = t.clone()
+        out = t.expand(noise.shape[0], *t.shape[1:]).clone() if t.shape[0] == 1 else t.clone()
         out[:, s0:s1] += noise.to(t.device, t.dtype)
         return out
     return add

@@ -2,7 +2,6 @@
 forward, the per-head statistics vs explicit loops and hand-made patterns, GQA groups, plots, CLI, bad input."""
 
 import argparse
-import importlib
 import json
 import math
 
@@ -160,11 +159,11 @@ def test_numpy_integers_are_accepted(tiny_llama):
     assert res.plot(np.int64(1), np.int64(2)) is not None
 
 
-def test_module_is_callable(tiny_gpt2):
-    """``interp.attention(model, text)`` works whether or not the package re-exports the function."""
-    module = importlib.import_module("interp.attention")
+def test_package_exports_the_analyzer(tiny_gpt2):
+    """``interp.attention(model, text)`` is the package-level entry point."""
+    import interp
 
-    assert torch.equal(module(tiny_gpt2, "ab").patterns, attention(tiny_gpt2, "ab").patterns)
+    assert torch.equal(interp.attention(tiny_gpt2, "ab").patterns, attention(tiny_gpt2, "ab").patterns)
 
 
 def test_cli_parser_accepts_the_issue_syntax():

@@ -303,9 +303,11 @@ def test_bad_input_names_the_value_and_range(tiny_llama):
     assert m.attached_hook_count() == 0
 
 
-def test_module_is_callable(tiny_llama):
-    """``interp.neurons(model, layer)`` works whether or not the package re-exports the function."""
-    view = neurons_module(tiny_llama, -1)
+def test_package_exports_the_analyzer(tiny_llama):
+    """``interp.neurons(model, layer)`` is the package-level entry point."""
+    import interp
+
+    view = interp.neurons(tiny_llama, -1)
     assert isinstance(view, Neurons) and view.layer == 1 and "128 neurons" in repr(view)
 
 

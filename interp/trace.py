@@ -396,8 +396,9 @@ def _grow_probs(model, toks, subj, draws, target_id, configs, clean_states, *, c
     """Same result as ``_plain_probs``, at about 60% of the compute and in few large forwards.
 
     A restoration at layer l leaves every earlier layer exactly as in the corrupted run, so its rows need not
-    exist before layer l. Each forward starts from ONE row of tokens; ``hook_embed`` turns it into the
-    ``samples`` corrupted runs (rows 0..S-1, the carriers); at ``blocks.{j}.hook_resid_pre`` the configs whose
+    exist before layer l. Each forward starts from ONE row of tokens; ``blocks.0.hook_resid_pre`` turns it into
+    the ``samples`` corrupted runs (rows 0..S-1, the carriers: the noise is added there, to the embedding plus
+    any position embedding — the same sum as adding it at ``hook_embed``, where the batch cannot grow yet); at ``blocks.{j}.hook_resid_pre`` the configs whose
     first restored layer is j join as copies of the S carriers (S rows per config), and the restoration hooks
     write the clean states into their rows. The causal mask and position embeddings, computed for batch 1,
     broadcast over the grown batch. ``_grow_probs.last_carrier`` keeps the carriers' probabilities (= the
@@ -418,7 +419,8 @@ def _grow_probs(model, toks, subj, draws, target_id, configs, clean_states, *, c
                 rows, poss = rows_by_hook.setdefault(nm, ([], []))
                 rows.extend(range(S * (i + 1), S * (i + 2)))
                 poss.extend([pos] * S)
-        hooks = [("hook_embed", _corrupt(subj, draws))]  # [1, n, d] -> [S, n, d]
+        # [1, n, d] -> [S, n, d] where block 0 starts: the causal mask, made from the embeddings, keeps batch 1
+        hooks = [("blocks.0.hook_resid_pre", _corrupt(subj, draws))]
         hooks += [(f"blocks.{j}.hook_resid_pre", _join(k, S)) for j, k in sorted(joins.items())]
         hooks += [(nm, _restore(clean_states[nm], rows, poss)) for nm, (rows, poss) in rows_by_hook.items()]
         p = _last_logits(model, toks, hooks).softmax(-1)[:, target_id]

@@ -13,6 +13,13 @@
 
 from __future__ import annotations
 
+import os
+
+# On a shared CPU box OpenMP's busy-waiting threads make every op ~6x slower when another process holds a
+# core (measured: 20 s vs 3.3 s for the same 5,000-token statistics run); passive waiting avoids that. Only
+# takes effect when this file is imported before torch; override by setting the variable yourself.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import statistics
 import sys
 import time
@@ -27,7 +34,9 @@ from interp.stats import mlp_key_second_moment
 from interp.trace import causal_trace, embedding_std
 
 EIFFEL = ("The Eiffel Tower is located in the city of", "The Eiffel Tower")
-EDIT_LAYER_EMBEDDED = 10  # MLP peak of the Eiffel trace at the last subject token (see trace notes)
+# Peak of trace_facts' average MLP indirect effect at the last subject token over the dev facts (78 of them,
+# every third dev record, 10 samples, window 10): layer 4 (+0.165), as interp.rome's default edit layer.
+EDIT_LAYER_EMBEDDED = 4
 
 
 def default_layer(model) -> int:

@@ -397,10 +397,11 @@ def _grow_probs(model, toks, subj, draws, target_id, configs, clean_states, *, c
 
     A restoration at layer l leaves every earlier layer exactly as in the corrupted run, so its rows need not
     exist before layer l. Each forward starts from ONE row of tokens; ``blocks.0.hook_resid_pre`` turns it into
-    the ``samples`` corrupted runs (rows 0..S-1, the carriers: the noise is added there, to the embedding plus
-    any position embedding — the same sum as adding it at ``hook_embed``, where the batch cannot grow yet); at ``blocks.{j}.hook_resid_pre`` the configs whose
-    first restored layer is j join as copies of the S carriers (S rows per config), and the restoration hooks
-    write the clean states into their rows. The causal mask and position embeddings, computed for batch 1,
+    the ``samples`` corrupted runs (rows 0..S-1, the carriers). The noise is added there, to the embedding plus
+    any position embedding: the same sum as adding it at ``hook_embed``, where the batch cannot grow yet (the
+    causal mask is built from the embeddings' batch). At ``blocks.{j}.hook_resid_pre`` the configs whose first
+    restored layer is j join as copies of the S carriers (S rows per config), and the restoration hooks write
+    the clean states into their rows. The causal mask and position embeddings, computed for batch 1,
     broadcast over the grown batch. ``_grow_probs.last_carrier`` keeps the carriers' probabilities (= the
     corrupted runs', for checks)."""
     S, n = draws.shape[0], toks.shape[1]

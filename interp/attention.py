@@ -145,6 +145,160 @@ def head_stats(patterns: torch.Tensor) -> dict[str, torch.Tensor]:
             "mean_offset": offset.mean(-1)}
 
 
+# ---------------------------------------------------------------------------------------------- corpus scan
+STAT_NAMES = ("entropy", "first_token", "prev_token", "mean_offset")
+
+
+def head_stat_sums(patterns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Sums over real queries of the four :func:`head_stats` quantities -> float64 [4, head].
+
+    patterns [batch, head, query, key] of one layer, mask [batch, pos] bool (False = right padding). Query 0
+    (BOS) and padded queries are left out; a causal model's real queries never see padded keys."""
+    p = patterns.to(torch.float64)
+    n = p.shape[-1]
+    q_ok = mask.to(p.device).clone()
+    q_ok[:, 0] = False
+    w = q_ok.to(torch.float64)[:, None, :]  # [batch, 1, query]
+    q = torch.arange(n, dtype=p.dtype, device=p.device)
+    entropy = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)  # [batch, head, query]
+    first = p[..., 0]
+    prev = torch.zeros_like(first)
+    prev[..., 1:] = p[..., 1:, :].diagonal(offset=0, dim1=-2, dim2=-1)
+    offset = (p * (q[:, None] - q[None, :])).sum(-1)
+    return torch.stack([(x * w).sum((0, 2)) for x in (entropy, first, prev, offset)])
+
+
+@dataclass(repr=False)
+class HeadStats(Result):
+    """Mergeable corpus averages of the per-head statistics (``head_stats``) at every real query after BOS.
+
+    ``sums`` float64 [layer, 4, head] (entropy, first_token, prev_token, mean_offset summed over queries) and
+    ``count`` (queries per head). ``merge`` adds both, so corpus shards scanned anywhere — other processes,
+    torch.distributed ranks (``python -m interp.dist heads``) — combine to the one-pass result up to float64
+    summation order. Every query counts once, so long documents weigh more than short ones."""
+
+    sums: torch.Tensor
+    count: int
+    layers: list
+    kv_groups: list
+    docs: int = 0
+    source: str = ""
+
+    @classmethod
+    def empty(cls, model, layers) -> HeadStats:
+        return cls(torch.zeros(len(layers), len(STAT_NAMES), model.n_heads, dtype=torch.float64), 0, list(layers),
+                   [model.kv_group(h) for h in range(model.n_heads)], 0, getattr(model, "source", ""))
+
+    @property
+    def means(self) -> torch.Tensor:
+        """float64 [layer, 4, head]: the corpus averages."""
+        if self.count == 0:
+            raise ValueError("head statistics hold no queries yet")
+        return self.sums / self.count
+
+    def merge(self, other: HeadStats) -> HeadStats:
+        if not isinstance(other, HeadStats):
+            raise ValueError(f"can only merge HeadStats, got {type(other).__name__}")  # noqa: TRY004
+        if other.layers != self.layers or other.sums.shape != self.sums.shape:
+            raise ValueError(f"cannot merge head statistics of layers {other.layers} into layers {self.layers}")
+        return HeadStats(self.sums + other.sums, self.count + other.count, self.layers, self.kv_groups,
+                         self.docs + other.docs, self.source)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {"sums": self.sums.contiguous(), "count": torch.tensor([self.count]), "docs": torch.tensor([self.docs]),
+                "layers": torch.tensor(self.layers, dtype=torch.int64),
+                "kv_groups": torch.tensor(self.kv_groups, dtype=torch.int64)}
+
+    @classmethod
+    def from_state_dict(cls, sd: dict, source: str = "") -> HeadStats:
+        missing = [k for k in ("sums", "count", "docs", "layers", "kv_groups") if k not in sd]
+        if missing:
+            raise ValueError(f"state dict lacks {missing}")
+        return cls(sd["sums"].to(torch.float64), int(sd["count"][0]), sd["layers"].tolist(), sd["kv_groups"].tolist(),
+                   int(sd["docs"][0]), source)
+
+    def save(self, path) -> None:
+        from safetensors.torch import save_file
+
+        save_file(self.state_dict(), str(path), metadata={"source": self.source})
+
+    @classmethod
+    def load(cls, path) -> HeadStats:
+        from safetensors.torch import load_file
+
+        return cls.from_state_dict(load_file(str(path)))
+
+    def to_frame(self):
+        """One row per (layer, head): kv_group and the four corpus averages."""
+        import pandas as pd
+
+        m = self.means
+        rows = [{"layer": layer, "head": h, "kv_group": self.kv_groups[h],
+                 **{name: float(m[i, j, h]) for j, name in enumerate(STAT_NAMES)}}
+                for i, layer in enumerate(self.layers) for h in range(m.shape[2])]
+        return pd.DataFrame(rows).set_index(["layer", "head"])
+
+    def summary(self) -> str:
+        return (f"per-head attention statistics over {self.docs} documents ({self.count:,} queries per head), "
+                f"{len(self.layers)} layers x {self.sums.shape[2]} heads")
+
+    def plot(self, out=None):
+        """One heatmap (layer x head) per statistic."""
+        fig = new_figure(figsize=(4 * len(STAT_NAMES), 0.18 * len(self.layers) + 2))
+        m = self.means.numpy()
+        for j, name in enumerate(STAT_NAMES):
+            ax = fig.add_subplot(1, len(STAT_NAMES), j + 1)
+            im = ax.imshow(m[:, j, :], aspect="auto", cmap="viridis")
+            ax.set(title=name, xlabel="head", ylabel="layer")
+            ax.set_yticks(range(len(self.layers)), [str(x) for x in self.layers], fontsize=6)
+            fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+        fig.suptitle(self.summary(), fontsize=9)
+        fig.tight_layout()
+        return save_fig(fig, out)
+
+
+def head_scan(model, docs=None, *, n_docs: int | None = None, layers=None, batch_size: int = 8, max_len: int = 128,
+              progress: bool = False) -> HeadStats:
+    """Average each head's statistics (entropy, first_token, prev_token, mean_offset) over a corpus.
+
+    docs: Docs or strings (default: the first ``n_docs or 200`` Wikipedia summaries). Patterns are reduced inside
+    the ``hook_pattern`` hooks, batch by batch, so memory holds one layer's pattern of one batch at a time."""
+    from .corpus import token_batches, wiki_documents
+
+    if docs is None:
+        docs = wiki_documents(n_docs or 200)
+    else:
+        docs = list(docs)[:n_docs] if n_docs else list(docs)
+    if not docs:
+        raise ValueError("the corpus has no documents (allowed: at least 1)")
+    layers = list(range(model.n_layers)) if layers is None else sorted({model.check_layer(as_int(x)) for x in layers})
+    state = HeadStats.empty(model, layers)
+    batch = {}
+
+    def reducer(i):
+        def fold(pattern, hook):  # [batch, head, query, key]
+            state.sums[i] += head_stat_sums(pattern.detach(), batch["mask"]).cpu()
+        return fold
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(docs), disable=not progress, desc="head statistics", unit="doc", leave=False)
+    hooks = [(f"blocks.{layer}.attn.hook_pattern", reducer(i)) for i, layer in enumerate(layers)]
+    try:
+        with torch.no_grad(), model.hooks(hooks, description="head_scan"):
+            for toks, mask, idx in token_batches(model, docs, max_len=max_len, batch_size=batch_size):
+                batch["mask"] = mask
+                model.run(toks, stop_at_layer=max(layers) + 1)
+                q = mask.clone()
+                q[:, 0] = False
+                state.count += int(q.sum())
+                state.docs += len(idx)
+                bar.update(len(idx))
+    finally:
+        bar.close()
+    return state
+
+
 def token_label(tok: str) -> str:
     """A token as a plot label: visible whitespace, no matplotlib mathtext."""
     return tok.replace("\n", "\\n").replace("\t", "\\t").replace("$", r"\$") or "''"

@@ -14,7 +14,7 @@ import sys
 
 # Analyzer modules that contribute subcommands, in the order they appear in --help.
 ANALYZER_MODULES = ["interp.lens", "interp.attribution", "interp.attention", "interp.neurons",
-                    "interp.induction", "interp.induction_train", "interp.trace", "interp.rome"]
+                    "interp.induction", "interp.induction_train", "interp.trace", "interp.rome", "interp.dist"]
 
 
 def analyzer_modules() -> list:
@@ -124,12 +124,20 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"interp {args.command}: error: {e}", file=sys.stderr)
         return 2
-    if getattr(args, "json", False):
-        print(json.dumps(_jsonable(result if isinstance(result, dict) else {"result": result})))
-    elif isinstance(result, dict):
-        print(result.get("_text") or json.dumps(_jsonable(result), indent=2))
-    elif result is not None:
-        print(result)
+    try:
+        if getattr(args, "json", False):
+            print(json.dumps(_jsonable(result if isinstance(result, dict) else {"result": result})))
+        elif isinstance(result, dict):
+            print(result.get("_text") or json.dumps(_jsonable(result), indent=2))
+        elif result is not None:
+            print(result)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `interp ... | head` closed the pipe early; that is not an error. Point stdout at devnull so the
+        # interpreter's final flush does not raise again.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

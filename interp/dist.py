@@ -181,7 +181,10 @@ def run_stats(model, layer: int, *, n_tokens: int | None = 100_000, batch_size: 
     scan_seconds = time.perf_counter() - t_scan
     moment = all_reduce_sum(local.moment_sum.to(torch.float64), world)
     sums = all_reduce_sum(local.sum.to(torch.float64), world)
-    count = int(all_reduce_sum(torch.tensor([local.count], dtype=torch.int64), world)[0])
+    per_rank = torch.zeros(world.size, dtype=torch.int64)
+    per_rank[world.rank] = local.count
+    per_rank = all_reduce_sum(per_rank, world)
+    count = int(per_rank.sum())
     seconds = time.perf_counter() - t0
     merged = st.KeyStats(layer, moment.cpu(), sums.cpu(), count, dict(meta))
     merged.meta.update({"docs_consumed": used, "count": count, "seconds": seconds, "world_size": world.size,
@@ -193,7 +196,7 @@ def run_stats(model, layer: int, *, n_tokens: int | None = 100_000, batch_size: 
         path = merged.save(out if out else st._cache_path(meta))
     return {"job": "stats", "layer": layer, "count": count, "docs": used, "world_size": world.size,
             "condition_number": merged.meta["condition_number"], "seconds": seconds, "scan_seconds": scan_seconds,
-            "rank_tokens": local.count, "path": str(path) if path else None}
+            "tokens_per_rank": per_rank.tolist(), "path": str(path) if path else None}
 
 
 def run_neurons(model, layer: int, *, n_docs: int = 500, k: int = 10, batch_size: int = 8, max_len: int = 128,
@@ -297,6 +300,43 @@ def launch_local(nproc: int, argv: list[str]) -> int:
         print(f"interp.dist: a rank failed ({type(e).__name__})", file=sys.stderr)
         return 1
     return 0
+
+
+def add_cli(subparsers) -> None:
+    """``interp stats``: the key statistics of one layer, in this process or on ``--nproc`` local ranks."""
+    from .cli import add_common
+
+    p = subparsers.add_parser("stats", help="MLP key second moments C at one layer (cached; --nproc N ranks)")
+    p.add_argument("--layer", type=int, required=True)
+    p.add_argument("--n-tokens", type=int, default=100_000, help="counted tokens (0 = the whole corpus)")
+    p.add_argument("--nproc", type=int, default=1, help="local ranks (torch.distributed, gloo/nccl)")
+    p.add_argument("--out", default=None, help="write here instead of the cache")
+    add_common(p)
+    p.set_defaults(func=cli_stats)
+
+
+def cli_stats(args) -> dict:
+    if not isinstance(args.nproc, int) or args.nproc < 1:
+        raise ValueError(f"--nproc {args.nproc!r}; allowed: a positive integer")
+    if args.nproc == 1:
+        from .cli import load_model
+
+        res = run_stats(load_model(args), args.layer, n_tokens=args.n_tokens or None, out=args.out,
+                        progress=not args.json)
+    else:
+        import subprocess
+
+        cmd = [sys.executable, "-m", "interp.dist", "stats", "--layer", str(args.layer), "--n-tokens",
+               str(args.n_tokens), "--nproc", str(args.nproc)]
+        cmd += (["--model", args.source] if args.source else []) + (["--out", args.out] if args.out else [])
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            raise ValueError(f"the {args.nproc}-rank run failed:\n{proc.stderr[-2000:]}")
+        res = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
+    res["_text"] = (f"C at layer {res['layer']}: {res['count']:,} tokens from {res['docs']} documents on "
+                    f"{res['world_size']} rank(s) in {res['seconds']:.1f} s; condition number "
+                    f"{res['condition_number']:.3g}; written to {res['path']}")
+    return res
 
 
 def main(argv: list[str] | None = None) -> int:

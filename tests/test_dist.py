@@ -118,3 +118,17 @@ def test_head_scan_shards_merge_to_the_whole(tiny_llama, tmp_path):
     assert torch.equal(again.sums, whole.sums) and again.count == whole.count
     with pytest.raises(ValueError, match="layers"):
         whole.merge(head_scan(tiny_llama, docs, layers=[0]))
+
+
+def test_cli_stats_in_process_matches_the_library(embedded, tmp_path, capsys, monkeypatch):
+    from interp import cli
+
+    monkeypatch.setattr(cli, "load_model", lambda args: embedded)
+    out = tmp_path / "c.safetensors"
+    assert cli.main(["stats", "--layer", "1", "--n-tokens", "300", "--out", str(out), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["count"] == 300 and info["tokens_per_rank"] == [300]
+    one = mlp_key_second_moment(embedded, 1, n_tokens=300, cache=False, progress=False)
+    assert torch.equal(KeyStats.load(out).moment_sum, one.moment_sum)
+    assert cli.main(["stats", "--layer", "1", "--nproc", "0", "--json"]) == 2
+    assert "--nproc 0" in json.loads(capsys.readouterr().out)["error"]

@@ -37,14 +37,23 @@ def add_common(p: argparse.ArgumentParser, *, source: bool = False) -> None:
     else:
         p.add_argument("--model", dest="source", default=None,
                        help="model: a local HF folder, a .gguf file or a hub name (default: embedded SmolLM2)")
-    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N, mps")
+    p.add_argument("--device", default=None, help="auto (default: cuda, then mps, then cpu), cpu, cuda, cuda:N, mps")
+    p.add_argument("--device-map", default=None,
+                   help="spread the layers over devices: auto, balanced, sequential, or a JSON {module: device}")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
 
 
 def load_model(args):
     from .loading import load
 
-    return load(getattr(args, "source", None), device=getattr(args, "device", "auto"))
+    device_map = getattr(args, "device_map", None)
+    if device_map and device_map.lstrip().startswith("{"):
+        try:
+            device_map = json.loads(device_map)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--device-map {device_map!r} is not valid JSON ({e}); allowed: auto, balanced, "
+                             'sequential, or e.g. \'{"model.layers.0": 0, ...}\'') from None
+    return load(getattr(args, "source", None), device=getattr(args, "device", None), device_map=device_map)
 
 
 def _info(args) -> dict:

@@ -177,7 +177,7 @@ def run_stats(model, layer: int, *, n_tokens: int | None = 100_000, batch_size: 
                                          cache=False, progress=progress and world.rank == 0, offset=offset,
                                          n_docs=n_docs)
     else:
-        local = st.KeyStats.empty(layer, model.d_mlp, device=model.device)
+        local = st.KeyStats.empty(layer, model.d_mlp, device=model.device_of(layer))
     scan_seconds = time.perf_counter() - t_scan
     moment = all_reduce_sum(local.moment_sum.to(torch.float64), world)
     sums = all_reduce_sum(local.sum.to(torch.float64), world)

@@ -114,16 +114,18 @@ def _decode(model, token_id: int) -> str:
 # ---------------------------------------------------------------------------------------------- capture
 def capture(model, toks: torch.Tensor, names: Sequence[str], pos_index: torch.Tensor, *,
             stop_after: str | None = None) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
-    """One forward of ``toks`` [1, n] keeping ``t[0, pos_index]`` of each named activation (on the model's
-    device, model dtype). Stops the forward right after ``stop_after`` fired (then logits is None).
-    Hooks are attached through ``model.hooks`` and are always gone on return."""
+    """One forward of ``toks`` [1, n] keeping ``t[0, pos_index]`` of each named activation (gathered on the
+    model's device ``model.device`` even when layers live on several devices; model dtype). Stops the forward
+    right after ``stop_after`` fired (then logits is None). Hooks are attached through ``model.hooks`` and are
+    always gone on return."""
     store: dict[str, torch.Tensor] = {}
-    idx = pos_index.to(model.device)
+    home = model.device
 
     def keep(name):
         def fn(t, hook):
             # [batch, pos, ...]; a 2-D [pos, d_model] is shared by the batch (e.g. a toy model's hook_pos_embed)
-            store[name] = (t[0] if t.ndim >= 3 else t).index_select(0, idx)
+            rows = (t[0] if t.ndim >= 3 else t).index_select(0, pos_index.to(t.device))
+            store[name] = rows.to(home)
             if name == stop_after and all(n in store for n in names):
                 raise StopForward
         return fn
@@ -223,7 +225,8 @@ def lens_stats(model, normed: torch.Tensor, k: int, target_ids: Sequence[int],
                 scratch = torch.empty_like(logits)
             parts.append({key: v.cpu() for key, v in _summarise(logits, k, tgt, scratch).items()})
         if final_logits is not None:
-            parts.append({key: v.cpu() for key, v in _summarise(final_logits.float().clone(), k, tgt).items()})
+            final = final_logits.to(dev, torch.float32, copy=True)  # consumed by _summarise
+            parts.append({key: v.cpu() for key, v in _summarise(final, k, tgt).items()})
     return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
 
 

@@ -9,11 +9,17 @@ Weights — ``mlp_out_weight``, ``mlp_in_weights``, ``snapshot`` / ``restore`` (
 BOS policy (used by every analyzer): every string gets the model's BOS token prepended (``<|im_start|>``,
 id 1, on the embedded SmolLM2; the tokenizer does not add it itself). Token tensors pass through unchanged.
 All returned tensors are detached float32 on the CPU, whatever device the model runs on.
+
+Placement — ``device`` (the input embedding's: where tokens go), ``devices``, ``device_of(layer)``,
+``device_map`` and ``placement_summary()``. With a device map (``interp.load(device_map=...)``) layers live on
+different devices: hook functions receive tensors on their layer's device, so anything combined with them is
+moved to ``t.device`` (and weight updates are written on the weight's own device).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from typing import Callable, Iterable, Sequence
 
@@ -61,12 +67,58 @@ class Model:
 
     # ------------------------------------------------------------------------------------------ basics
     def __repr__(self) -> str:
+        where = self.placement_summary() if len(self.devices) > 1 else str(self.device)
         return (f"Model({self.source}: {self.n_layers} layers, {self.n_heads} heads ({self.n_kv_heads} KV), "
-                f"d_model {self.d_model}, d_mlp {self.d_mlp}, vocab {self.d_vocab}, on {self.device})")
+                f"d_model {self.d_model}, d_mlp {self.d_mlp}, vocab {self.d_vocab}, on {where})")
 
+    # ------------------------------------------------------------------------------------------ placement
     @property
     def device(self) -> torch.device:
+        """Where input tokens go: the input embedding's device (with a device map, other layers may live on
+        other devices — see :attr:`devices` and :meth:`device_of`)."""
+        embed = self.hf_model.get_input_embeddings() if self.hf_model is not None else None
+        if embed is not None:
+            return _module_device(embed)
         return next(self.module.parameters()).device
+
+    @property
+    def devices(self) -> list[torch.device]:
+        """Every device holding parameters, in the order the forward pass first reaches them."""
+        return list(dict.fromkeys(p.device for p in self._params_root().parameters()))
+
+    def device_of(self, layer: int) -> torch.device:
+        """Device of ``blocks.{layer}`` (its weights, and the activations its hooks see)."""
+        return _module_device(self.module.blocks[self.check_layer(layer)])
+
+    @property
+    def device_map(self) -> dict | None:
+        """The accelerate placement ``{module name: device}`` the model was loaded with, or None."""
+        hf_map = getattr(self.hf_model, "hf_device_map", None) if self.hf_model is not None else None
+        return dict(hf_map) if hf_map else None
+
+    def placement_summary(self) -> str:
+        """Which parts live where, e.g. ``cuda:0: embedding, layers 0-14 | cuda:1: layers 15-29, final norm,
+        unembedding``."""
+        parts: dict[torch.device, list[str]] = {}
+
+        def put(dev, label):
+            parts.setdefault(dev, []).append(label)
+
+        put(self.device, "embedding")
+        runs: list[list] = []  # [device, first layer, last layer]
+        for layer in range(self.n_layers):
+            dev = self.device_of(layer)
+            if runs and runs[-1][0] == dev:
+                runs[-1][2] = layer
+            else:
+                runs.append([dev, layer, layer])
+        for dev, first, last in runs:
+            put(dev, f"layer {first}" if first == last else f"layers {first}-{last}")
+        norm = self._final_norm_module()
+        if norm is not None and next(norm.parameters(), None) is not None:
+            put(_module_device(norm), "final norm")
+        put(self.module.W_U.device, "unembedding")
+        return " | ".join(f"{dev}: {', '.join(labels)}" for dev, labels in parts.items())
 
     @property
     def dtype(self) -> torch.dtype:
@@ -370,7 +422,7 @@ class Model:
         if norm is None:
             return resid
         with torch.no_grad():
-            return _cpu(norm(resid.to(self.device, self.dtype)))
+            return _cpu(norm(resid.to(_module_device(norm), self.dtype)))  # the norm may sit on the last device
 
     def _final_norm_module(self):
         ln = getattr(self.module, "ln_final", None)
@@ -381,9 +433,10 @@ class Model:
     def unembed(self, x: torch.Tensor) -> torch.Tensor:
         """Normalized residual [..., d_model] -> logits [..., d_vocab]."""
         with torch.no_grad():
-            out = x.to(self.device, self.dtype) @ self.module.W_U
+            w = self.module.W_U
+            out = x.to(w.device, w.dtype) @ w
             b = getattr(self.module, "b_U", None)
-            return _cpu(out if b is None else out + b)
+            return _cpu(out if b is None else out + b.to(out.device))
 
     def norm_eps(self) -> float:
         norm = self._final_norm_module()
@@ -606,7 +659,8 @@ class Model:
         rows = [{"section": "parameters", "item": k, "value": v, "share": v / total}
                 for k, v in sorted(counts.items(), key=lambda kv: -kv[1])]
         rows.append({"section": "parameters", "item": "total", "value": total, "share": 1.0})
-        facts = {"source": self.source, **self._arch_facts(), "device": str(self.device), "dtype": str(self.dtype)}
+        facts = {"source": self.source, **self._arch_facts(), "device": str(self.device), "dtype": str(self.dtype),
+                 "devices": ", ".join(str(d) for d in self.devices), "placement": self.placement_summary()}
         rows += [{"section": "architecture", "item": k, "value": v, "share": None} for k, v in facts.items()]
         return pd.DataFrame(rows).set_index(["section", "item"])
 
@@ -638,6 +692,12 @@ def _head_ablation(heads: list[int], mode: str, ref: torch.Tensor | None):
             out[:, :, heads] = m[heads].to(t.device, t.dtype)
         return out
     return ablate
+
+
+def _module_device(module: torch.nn.Module) -> torch.device:
+    """Device of a module's first parameter (else buffer); CPU for a module that holds neither."""
+    first = next(itertools.chain(module.parameters(), module.buffers()), None)
+    return torch.device("cpu") if first is None else first.device
 
 
 def _cpu(t: torch.Tensor) -> torch.Tensor:

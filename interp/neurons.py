@@ -529,7 +529,8 @@ class Neurons:
         if not isinstance(doc_offset, int) or doc_offset < 0:
             raise ValueError(f"doc_offset={doc_offset!r}; allowed: an integer >= 0")
         model = self.model
-        state = TopK.empty(self.layer, k, self._neuron_list(neurons), skip_bos=skip_bos, device=model.device)
+        state = TopK.empty(self.layer, k, self._neuron_list(neurons), skip_bos=skip_bos,
+                           device=model.device_of(self.layer))  # where this layer's activations arrive
         batch = {}
 
         def fold_and_stop(acts, hook):  # acts [b, pos, d_mlp]

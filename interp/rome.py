@@ -481,7 +481,8 @@ def _kv_twin(model):
         return _TWINS[model]
     twin = None
     hf = model.hf_model
-    if hf is not None and model.tokenizer is not None:
+    # A twin has no accelerate hooks to carry activations between devices: layers split -> full forwards.
+    if hf is not None and model.tokenizer is not None and len(model.devices) == 1:
         try:
             from transformers.initialization import no_init_weights
 
@@ -522,10 +523,10 @@ def selected_logits(model, toks: torch.Tensor, rows: torch.Tensor, pos: torch.Te
             logits = None
     if logits is not None:
         return logits[rows.to(logits.device), pos.to(logits.device)]
-    w_u = model.module.W_U
+    w_u = model.module.W_U  # with a device map the final norm and the unembedding may sit on different devices
     b_u = getattr(model.module, "b_U", None)
-    out = box["h"] @ w_u
-    return out if b_u is None else out + b_u
+    out = box["h"].to(w_u.device) @ w_u
+    return out if b_u is None else out + b_u.to(out.device)
 
 
 # ============================================================================================ v* optimisation
@@ -582,7 +583,7 @@ def _edit_batch(model, prompt, subject, target_ids, templates, kl_prompt) -> _Ba
 
 def _optimize_delta(model, layer: int, b: _Batch, hp: RomeHparams, target: str, progress) -> dict:
     """Adam on ``delta`` [d_model] added to ``blocks.{layer}.hook_mlp_out`` at each row's subject position."""
-    dev, dtype = model.device, model.dtype
+    dev, dtype = model.device_of(layer), model.dtype  # delta lives where its hook runs
     n, width = b.tokens.shape
     rows_all = torch.arange(n)
     mask = torch.zeros(n, width, 1, dtype=dtype)
@@ -591,7 +592,7 @@ def _optimize_delta(model, layer: int, b: _Batch, hp: RomeHparams, target: str, 
     n_rw, T = b.target_pos.shape
     sel_rows = torch.cat([torch.arange(n_rw).repeat_interleave(T), torch.tensor([n - 1])])
     sel_pos = torch.cat([b.target_pos.reshape(-1), torch.tensor([b.kl_pos])])
-    tgt = b.target_ids.repeat(n_rw).to(dev)
+    tgt = b.target_ids.repeat(n_rw)
 
     delta = torch.zeros(model.d_model, device=dev, dtype=dtype, requires_grad=True)
     opt = torch.optim.Adam([delta], lr=hp.v_lr)
@@ -600,7 +601,7 @@ def _optimize_delta(model, layer: int, b: _Batch, hp: RomeHparams, target: str, 
     def add_delta(t, hook):
         if "out" not in seen:
             seen["out"] = t.detach()[rows_all.to(t.device), b.subject_pos.to(t.device)].float().cpu()
-        return t + mask * delta
+        return t + (mask * delta).to(t.device, t.dtype)
 
     def read_key(t, hook):
         seen["keys"] = t.detach()[rows_all.to(t.device), b.subject_pos.to(t.device)].float().cpu()
@@ -611,7 +612,7 @@ def _optimize_delta(model, layer: int, b: _Batch, hp: RomeHparams, target: str, 
         for step in range(hp.v_steps):
             hooks = [(out_name, add_delta)] + ([(key_name, read_key)] if step == 0 else [])
             logp = torch.log_softmax(selected_logits(model, b.tokens, sel_rows, sel_pos, hooks).float(), -1)
-            tok_nll = -logp[:-1].gather(1, tgt[:, None])[:, 0].reshape(n_rw, T)
+            tok_nll = -logp[:-1].gather(1, tgt[:, None].to(logp.device))[:, 0].reshape(n_rw, T)
             nll = tok_nll.mean(1).mean(0)
             kl_logp = logp[-1]
             if step == 0:

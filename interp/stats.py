@@ -285,7 +285,7 @@ def mlp_key_second_moment(model, layer: int, *, n_tokens: int | None = 100_000, 
     if path is not None:
         state, start_doc = _try_resume(path, meta)
     if state is None:
-        state = KeyStats.empty(layer, model.d_mlp, meta, device=model.device)
+        state = KeyStats.empty(layer, model.d_mlp, meta, device=model.device_of(layer))
     state = _scan(model, layer, docs, state, start_doc, n_tokens=n_tokens, batch_size=batch_size, max_len=max_len,
                   progress=progress, checkpoint=path, checkpoint_every=checkpoint_every, callback=callback)
     if state.count == 0:

@@ -633,11 +633,17 @@ class Model:
         """Hash of the architecture and the weights as first seen (computed on first use, then kept)."""
         if self._fingerprint is None:
             h = hashlib.sha256(json.dumps(self._arch_facts(), sort_keys=True, default=str).encode())
-            for name, p in sorted(self.named_params().items()):
-                h.update(name.encode())
-                h.update(p.detach().to("cpu").contiguous().numpy().tobytes())
-            self._fingerprint = h.hexdigest()[:16]
+            self._fingerprint = self.weights_digest(h)[:16]
         return self._fingerprint
+
+    def weights_digest(self, h=None) -> str:
+        """SHA-256 over every parameter's name and bytes, now: equal digests mean bit-identical weights (what
+        "an edit reverts exactly" is checked with). ``h`` continues an existing hashlib object."""
+        h = hashlib.sha256() if h is None else h
+        for name, p in sorted(self.named_params().items()):
+            h.update(name.encode())
+            h.update(p.detach().to("cpu").contiguous().numpy().tobytes())
+        return h.hexdigest()
 
     # ------------------------------------------------------------------------------------------ summary
     def _arch_facts(self) -> dict:

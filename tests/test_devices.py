@@ -4,7 +4,6 @@ results equal the un-mapped model's, the analyzers and the editors work, and bad
 On a CPU-only machine every map is over "cpu" entries (accelerate's dispatch still runs and records
 ``hf_device_map``); the tests at the end need one or two CUDA GPUs and skip otherwise."""
 
-import hashlib
 
 import pytest
 import torch
@@ -36,11 +35,7 @@ def cpu_map(n_layers: int) -> dict:
 
 
 def digest(model) -> str:
-    h = hashlib.sha256()
-    for name, p in sorted(model.named_params().items()):
-        h.update(name.encode())
-        h.update(p.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
+    return model.weights_digest()
 
 
 @pytest.fixture(scope="module")

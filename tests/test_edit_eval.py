@@ -15,13 +15,7 @@ LAYER = 4
 
 
 def digest(model) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    for name, p in sorted(model.named_params().items()):
-        h.update(name.encode())
-        h.update(p.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
+    return model.weights_digest()
 
 
 def full_logprobs(model, tokens: list[int]) -> torch.Tensor:

@@ -3,7 +3,6 @@
 Most mechanics run on the tiny models (both MLP orientations: Llama Linear, GPT-2 Conv1D); the embedded model is
 edited once (Eiffel Tower -> Rome) with a small covariance sample."""
 
-import hashlib
 import json
 import types
 
@@ -19,12 +18,7 @@ TINY = dict(prompt="{} is in the city of", subject="Tower", target=" Rome", laye
 
 
 def digest(model) -> str:
-    """sha256 over every parameter's bytes: equal digests = bit-identical weights."""
-    h = hashlib.sha256()
-    for name, p in sorted(model.named_params().items()):
-        h.update(name.encode())
-        h.update(p.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
+    return model.weights_digest()
 
 
 def matrix(model, layer) -> torch.Tensor:

@@ -314,3 +314,13 @@ def test_weights_untouched_by_failed_interventions(tiny_llama):
 def test_from_module_rejects_plain_modules():
     with pytest.raises(ValueError, match="HookedRootModule"):
         interp.Model.from_module(torch.nn.Linear(2, 2))
+
+
+def test_integer_scalars_of_numpy_and_torch_are_layers_and_heads(tiny_llama):
+    import numpy as np
+
+    assert tiny_llama.check_layer(np.int64(1)) == 1 and tiny_llama.check_layer(torch.tensor(-1)) == 1
+    assert tiny_llama.check_head(np.int32(3)) == 3
+    for bad in (True, 1.0, np.int64(2), np.float64(0.0)):
+        with pytest.raises(ValueError, match="out of range"):
+            tiny_llama.check_layer(bad)

@@ -185,20 +185,11 @@ def half_losses(loss_by_pos: torch.Tensor, seq_len: int) -> tuple[float, float]:
 
 # ----------------------------------------------------------------------------- copying (weights)
 
-def _norm_weight(module) -> torch.Tensor | None:
-    """Learned scale of a norm module (bridge components wrap the HF module), or None."""
-    if module is None:
-        return None
-    inner = getattr(module, "original_component", None) or module
-    w = getattr(inner, "weight", None)
-    return None if w is None else w.detach().float().cpu()
-
-
 def copying_score(model) -> torch.Tensor:
     """OV eigenvalue ratio sum(lambda) / sum(|lambda|) of W_E W_V W_O W_U per head,
     norm scales folded in (ln1 into W_V, ln_final into W_U). -> [n_layers, n_heads]"""
     W_U = model.W_U  # [d_model, vocab]
-    lnf = _norm_weight(getattr(model.module, "ln_final", None))
+    lnf = model.final_norm_weight()
     if lnf is not None:
         W_U = lnf[:, None] * W_U
     # Same non-zero eigenvalues as the vocab x vocab circuit (cyclic permutation):
@@ -208,7 +199,7 @@ def copying_score(model) -> torch.Tensor:
     out = torch.zeros(model.n_layers, model.n_heads)
     for layer in range(model.n_layers):
         W_V, W_O = model.W_V(layer), model.W_O(layer)  # [kv, d_model, d_head], [heads, d_head, d_model]
-        ln1 = _norm_weight(getattr(model.module.blocks[layer], "ln1", None))
+        ln1 = model.norm_weight(layer, "ln1")
         if ln1 is not None:
             W_V = ln1[None, :, None] * W_V
         for head in range(model.n_heads):

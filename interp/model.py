@@ -450,6 +450,16 @@ class Model:
         w = getattr(norm, "weight", None) if norm is not None else None
         return None if w is None else _cpu(w)
 
+    def norm_weight(self, layer: int, which: str = "ln1") -> torch.Tensor | None:
+        """Learned scale [d_model] of ``blocks.{layer}.ln1`` (before attention) or ``ln2`` (before the MLP), or
+        None when the model has no such norm or it has no scale."""
+        if which not in ("ln1", "ln2"):
+            raise ValueError(f"which={which!r}; allowed: 'ln1' (before attention), 'ln2' (before the MLP)")
+        ln = getattr(self.module.blocks[self.check_layer(layer)], which, None)
+        inner = getattr(ln, "original_component", None) or ln
+        w = getattr(inner, "weight", None) if inner is not None else None
+        return None if w is None else _cpu(w)
+
     def final_norm_bias(self) -> torch.Tensor | None:
         norm = self._final_norm_module()
         b = getattr(norm, "bias", None) if norm is not None else None
@@ -562,8 +572,9 @@ class Model:
         return self.hf_model if self.hf_model is not None else self.module
 
     def named_params(self) -> dict[str, torch.nn.Parameter]:
-        """Parameters by their Hugging Face names (``model.layers.5.mlp.down_proj.weight``); tied ones once."""
-        return dict(self._params_root().named_parameters())
+        """Parameters by their Hugging Face names (``model.layers.5.mlp.down_proj.weight``); tied ones once. (The
+        bridge wraps each HF module and keeps it as ``_original_component``; that step is left out of the names.)"""
+        return {n.replace("._original_component", ""): p for n, p in self._params_root().named_parameters()}
 
     def param(self, name: str) -> torch.nn.Parameter:
         params = self.named_params()

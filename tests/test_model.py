@@ -324,3 +324,15 @@ def test_integer_scalars_of_numpy_and_torch_are_layers_and_heads(tiny_llama):
     for bad in (True, 1.0, np.int64(2), np.float64(0.0)):
         with pytest.raises(ValueError, match="out of range"):
             tiny_llama.check_layer(bad)
+
+
+def test_norm_weights_are_the_named_transformers_parameters(embedded, tiny_gpt2):
+    # the embedded model's norm scales differ per layer and per norm (random tiny ones are all 1)
+    params = embedded.named_params()
+    for layer in (0, 7, 29):
+        for which, hf in (("ln1", "input_layernorm"), ("ln2", "post_attention_layernorm")):
+            assert torch.equal(embedded.norm_weight(layer, which), params[f"model.layers.{layer}.{hf}.weight"])
+    assert not torch.equal(embedded.norm_weight(0, "ln1"), embedded.norm_weight(0, "ln2"))
+    assert torch.equal(tiny_gpt2.norm_weight(-1, "ln2"), tiny_gpt2.named_params()["transformer.h.1.ln_2.weight"])
+    with pytest.raises(ValueError, match="which='ln3'"):
+        embedded.norm_weight(0, "ln3")

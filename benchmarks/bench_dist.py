@@ -7,7 +7,7 @@ Prints
                              interleaved repeats; process start and model load included, as a user sees it)
   two_rank_scan_speedup: X   the same for the scan alone (rank 0's accumulate + reduce time)
   merge_exact: true|false    the 2-rank result equals the 1-process result: same token count, second moments
-                             within float64 rounding (rtol 1e-12), and the neuron top-k of a 2-rank scan
+                             within float64 rounding (max difference <= 1e-12 x the largest entry), and the neuron top-k of a 2-rank scan
                              bit-identical to the one-process scan
 The one-process run uses every core for torch's intra-op threads; each of the 2 ranks uses half of them.
 """
@@ -59,8 +59,10 @@ def main() -> None:
             print(f"# repeat {r} nproc {nproc}: wall {wall:.1f} s, job {info['seconds']:.1f} s, "
                   f"{info['count']} tokens", flush=True)
     one, two = KeyStats.load(tmp / "c1.safetensors"), KeyStats.load(tmp / "c2.safetensors")
-    stats_exact = one.count == two.count and torch.allclose(one.moment_sum, two.moment_sum, rtol=1e-12, atol=0) \
-        and torch.allclose(one.sum, two.sum, rtol=1e-12, atol=0)
+    def close(a, b):  # float64 rounding of a sum is relative to the size of its terms, not of the (small) result
+        return bool((a - b).abs().max() <= 1e-12 * b.abs().max())
+
+    stats_exact = one.count == two.count and close(one.moment_sum, two.moment_sum) and close(one.sum, two.sum)
     njob = ["neurons", "--layer", str(a.layer), "--n-docs", "64", "--k", "5"]
     run(njob, 1, tmp / "n1.safetensors")
     run(njob, 2, tmp / "n2.safetensors")

@@ -51,3 +51,14 @@ def cache_dir() -> Path:
         return Path(root).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "interp"
+
+
+def file_sha256(path) -> str:
+    """SHA-256 of a file's bytes, read in 1 MiB chunks (integrity checks of caches and saved edits)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

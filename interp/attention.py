@@ -18,12 +18,12 @@ so the heads of one group share keys and values and differ only in their queries
 from __future__ import annotations
 
 import math
-import operator
 from dataclasses import dataclass
 
 import torch
 
 from ._results import Result, new_figure, save_fig
+from .model import as_int  # noqa: F401  (re-exported: neurons imports it from here)
 
 
 @dataclass(repr=False)
@@ -116,17 +116,6 @@ class AttentionResult(Result):
         fig.suptitle(f"attention patterns, layer {layer}")
         fig.tight_layout()
         return save_fig(fig, out)
-
-
-def as_int(x):
-    """numpy / torch integer scalars -> int (as found in DataFrames); anything else is returned unchanged so the
-    caller's range check rejects it with its own message."""
-    if isinstance(x, bool):
-        return x
-    try:
-        return operator.index(x)
-    except TypeError:
-        return x
 
 
 def head_stats(patterns: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -134,14 +134,14 @@ class Model:
     def check_layer(self, layer: int, *, allow_end: bool = False) -> int:
         """Normalize ``layer`` (negative counts from the end); ValueError naming the allowed range otherwise."""
         n = self.n_layers + (1 if allow_end else 0)
-        layer = _index(layer)  # numpy / torch integer scalars (as found in DataFrames) are fine
+        layer = as_int(layer)  # numpy / torch integer scalars (as found in DataFrames) are fine
         if not isinstance(layer, (int,)) or isinstance(layer, bool) or not -n <= layer < n:
             raise ValueError(f"layer {layer!r} out of range: this model has {self.n_layers} layers, allowed "
                              f"0..{n - 1} or -{n}..-1")
         return layer % n
 
     def check_head(self, head: int) -> int:
-        head = _index(head)
+        head = as_int(head)
         if not isinstance(head, int) or isinstance(head, bool) or not -self.n_heads <= head < self.n_heads:
             raise ValueError(f"head {head!r} out of range: this model has {self.n_heads} heads per layer, "
                              f"allowed 0..{self.n_heads - 1}")
@@ -714,8 +714,9 @@ def _head_ablation(heads: list[int], mode: str, ref: torch.Tensor | None):
     return ablate
 
 
-def _index(x):
-    """An integer scalar of any library as int; anything else (bool included) unchanged, for the caller's check."""
+def as_int(x):
+    """numpy / torch integer scalars -> int (as found in DataFrames); anything else (bool included) is returned
+    unchanged so the caller's range check rejects it with its own message."""
     if isinstance(x, bool):
         return x
     try:

@@ -28,7 +28,6 @@ by the clamp. An edit can therefore not be larger than ``|delta| |C^-1 k*| / (k*
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import time
 import weakref
@@ -38,6 +37,7 @@ from typing import Callable
 
 import torch
 
+from . import _paths
 from ._results import Result, new_figure, save_fig
 from .facts import Fact, as_fact, check_prompt, check_target, load_records  # noqa: F401  (re-exported)
 from .hooks import StopForward
@@ -285,11 +285,7 @@ def _edit_paths(path) -> tuple[Path, Path]:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return _paths.file_sha256(path)
 
 
 # ============================================================================================ edit

@@ -513,11 +513,7 @@ def _remove_pair(path: Path) -> None:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return _paths.file_sha256(path)
 
 
 def _jsonable(meta: dict) -> dict:

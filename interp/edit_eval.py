@@ -35,7 +35,7 @@ import torch
 
 from ._results import Result, new_figure, save_fig
 from .facts import Fact, as_fact, check_prompt, check_target
-from .rome import (RomeHparams, _emit, _frozen, _revert_weights, _write_matrix, default_layer, edit, key_stats, sample_text,
+from .rome import (RomeHparams, WeightEdit, _emit, _frozen, _write_matrix, default_layer, edit, key_stats, sample_text,
                    selected_logits)
 
 SCORES = ("efficacy", "paraphrase", "neighborhood")
@@ -153,25 +153,12 @@ def lens_rows(model, fact: Fact) -> dict[str, float | None]:
 
 # ============================================================================================ FT-L baseline
 @dataclass(repr=False)
-class FTEdit(Result):
+class FTEdit(WeightEdit):
     """Constrained fine-tuning of one down projection (FT-L / FT+L of the ROME paper): ``M' = M + D`` with every
     entry of ``D`` in [-norm_constraint, norm_constraint] (an L-infinity ball). ``revert()`` is bit-exact."""
     request: dict
     layer: int
     hparams: dict
-    norms: dict = field(default_factory=dict)
-    timings: dict = field(default_factory=dict)
-    losses: list = field(default_factory=list)
-    _model: object = field(default=None, compare=False)
-    _original: torch.Tensor | None = field(default=None, compare=False)
-    _edited: torch.Tensor | None = field(default=None, compare=False)
-
-    @property
-    def applied(self) -> bool:
-        return self._model is not None and self._model() is not None
-
-    def revert(self) -> None:
-        _revert_weights(self)
 
     def summary(self) -> str:
         return (f"FT-L edit {self.request['subject']!r} -> {self.request['target']!r} at layer {self.layer} "

@@ -97,7 +97,28 @@ class RomeHparams:
 
 # ============================================================================================ the edit object
 @dataclass(repr=False)
-class Edit(Result):
+class WeightEdit(Result):
+    """What every edit of one layer's down projection keeps (ROME's :class:`Edit`, FT-L's ``FTEdit``): norms,
+    timings and losses of its making, and while applied, the model (weakly), the matrix before and after, so
+    ``revert()`` restores it bit for bit. Keyword-only, so subclasses list their own fields first."""
+    norms: dict = field(default_factory=dict, kw_only=True)
+    timings: dict = field(default_factory=dict, kw_only=True)
+    losses: list = field(default_factory=list, kw_only=True)
+    _model: object = field(default=None, compare=False, kw_only=True)
+    _original: torch.Tensor | None = field(default=None, compare=False, kw_only=True)
+    _edited: torch.Tensor | None = field(default=None, compare=False, kw_only=True)
+
+    @property
+    def applied(self) -> bool:
+        return self._model is not None and self._model() is not None
+
+    def revert(self) -> None:
+        """Restore the edited weight bit for bit. Edits on the same layer must be reverted in reverse order."""
+        _revert_weights(self)
+
+
+@dataclass(repr=False)
+class Edit(WeightEdit):
     """One rank-one edit ``M' = M + u v^T`` of ``blocks.{layer}`` down projection (``M`` [d_model, d_mlp]).
 
     ``u`` [d_model] and ``v`` [d_mlp] are float64; ``key`` is k* [d_mlp], ``value`` is v* [d_model] (what the MLP
@@ -113,18 +134,8 @@ class Edit(Result):
     seed: int
     templates: list
     fingerprint: str
-    norms: dict = field(default_factory=dict)
-    timings: dict = field(default_factory=dict)
-    losses: list = field(default_factory=list)
-    _model: object = field(default=None, compare=False)
-    _original: torch.Tensor | None = field(default=None, compare=False)
-    _edited: torch.Tensor | None = field(default=None, compare=False)
 
     # ------------------------------------------------------------------ applying and reverting
-    @property
-    def applied(self) -> bool:
-        return self._model is not None and self._model() is not None
-
     def apply(self, model) -> "Edit":
         """Write ``M + u v^T`` into ``model`` (which must have the fingerprint the edit was made on)."""
         if self.applied:
@@ -140,10 +151,6 @@ class Edit(Result):
                              f"projection {tuple(matrix.shape)}")
         _write_matrix(self, model, layer, rank_one_update(matrix, self.u, self.v))
         return self
-
-    def revert(self) -> None:
-        """Restore the edited weight bit for bit. Edits on the same layer must be reverted in reverse order."""
-        _revert_weights(self)
 
     def applied_to(self, model):
         """Context manager: apply (unless already applied to ``model``) and always revert on exit."""

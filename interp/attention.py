@@ -118,43 +118,52 @@ class AttentionResult(Result):
         return save_fig(fig, out)
 
 
+def per_query_stats(patterns: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The four statistics of every query: patterns [..., query, key] -> {name: [..., query]} (query 0 has no
+    previous token: its prev_token is 0)."""
+    n = patterns.shape[-1]
+    pos = torch.arange(n, dtype=patterns.dtype, device=patterns.device)
+    prev = torch.zeros_like(patterns[..., 0])
+    prev[..., 1:] = patterns[..., 1:, :].diagonal(offset=0, dim1=-2, dim2=-1)  # query q, key q-1
+    return {"entropy": -(patterns * torch.log(patterns.clamp_min(1e-30))).sum(-1),
+            "first_token": patterns[..., 0],
+            "prev_token": prev,
+            "mean_offset": (patterns * (pos[:, None] - pos[None, :])).sum(-1)}
+
+
 def head_stats(patterns: torch.Tensor) -> dict[str, torch.Tensor]:
     """Statistics of patterns [..., query, key], averaged over queries 1..n-1 -> {name: [...]}."""
     n = patterns.shape[-1]
     if n < 2:
         raise ValueError(f"need at least 2 tokens (BOS + one) for attention statistics, got {n}")
-    p = patterns[..., 1:, :]  # queries 1..n-1
-    q = torch.arange(1, n, dtype=p.dtype)
-    k = torch.arange(n, dtype=p.dtype)
-    entropy = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
-    first = p[..., 0]
-    prev = p.diagonal(offset=0, dim1=-2, dim2=-1)  # p[q-1 row index] = query q, key q-1
-    offset = (p * (q[:, None] - k[None, :])).sum(-1)
-    return {"entropy": entropy.mean(-1), "first_token": first.mean(-1), "prev_token": prev.mean(-1),
-            "mean_offset": offset.mean(-1)}
+    return {name: v[..., 1:].mean(-1) for name, v in per_query_stats(patterns).items()}
 
 
 # ---------------------------------------------------------------------------------------------- corpus scan
 STAT_NAMES = ("entropy", "first_token", "prev_token", "mean_offset")
 
 
+def layer_list(model, layers) -> list[int]:
+    """``None`` -> every layer; an int -> [it]; a list -> sorted, de-duplicated; each checked by the model."""
+    if layers is None:
+        return list(range(model.n_layers))
+    if isinstance(as_int(layers), int) and not isinstance(layers, bool):
+        return [model.check_layer(layers)]
+    out = sorted({model.check_layer(layer) for layer in layers})
+    if not out:
+        raise ValueError(f"no layers given; allowed: 0..{model.n_layers - 1}")
+    return out
+
+
 def head_stat_sums(patterns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Sums over real queries of the four :func:`head_stats` quantities -> float64 [4, head].
+    """Sums over real queries of the four :func:`per_query_stats` -> float64 [4, head].
 
     patterns [batch, head, query, key] of one layer, mask [batch, pos] bool (False = right padding). Query 0
     (BOS) and padded queries are left out; a causal model's real queries never see padded keys."""
     p = patterns.to(torch.float64)
-    n = p.shape[-1]
-    q_ok = mask.to(p.device).clone()
-    q_ok[:, 0] = False
-    w = q_ok.to(torch.float64)[:, None, :]  # [batch, 1, query]
-    q = torch.arange(n, dtype=p.dtype, device=p.device)
-    entropy = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)  # [batch, head, query]
-    first = p[..., 0]
-    prev = torch.zeros_like(first)
-    prev[..., 1:] = p[..., 1:, :].diagonal(offset=0, dim1=-2, dim2=-1)
-    offset = (p * (q[:, None] - q[None, :])).sum(-1)
-    return torch.stack([(x * w).sum((0, 2)) for x in (entropy, first, prev, offset)])
+    w = mask.to(p.device, torch.float64).clone()
+    w[:, 0] = 0
+    return torch.stack([(v * w[:, None, :]).sum((0, 2)) for v in per_query_stats(p).values()])
 
 
 @dataclass(repr=False)
@@ -252,15 +261,10 @@ def head_scan(model, docs=None, *, n_docs: int | None = None, layers=None, batch
 
     docs: Docs or strings (default: the first ``n_docs or 200`` Wikipedia summaries). Patterns are reduced inside
     the ``hook_pattern`` hooks, batch by batch, so memory holds one layer's pattern of one batch at a time."""
-    from .corpus import token_batches, wiki_documents
+    from .corpus import documents, token_batches
 
-    if docs is None:
-        docs = wiki_documents(n_docs or 200)
-    else:
-        docs = list(docs)[:n_docs] if n_docs else list(docs)
-    if not docs:
-        raise ValueError("the corpus has no documents (allowed: at least 1)")
-    layers = list(range(model.n_layers)) if layers is None else sorted({model.check_layer(as_int(x)) for x in layers})
+    docs = documents(docs, n_docs, default=200)
+    layers = layer_list(model, layers)
     state = HeadStats.empty(model, layers)
     batch = {}
 
@@ -298,14 +302,7 @@ def attention(model, text, *, layers=None) -> AttentionResult:
 
     ``layers``: an int or a list of layers to capture (default: all). Patterns come from
     ``blocks.{l}.attn.hook_pattern`` of a single forward pass."""
-    if layers is None:
-        layers = list(range(model.n_layers))
-    elif isinstance(as_int(layers), int) and not isinstance(layers, bool):
-        layers = [model.check_layer(as_int(layers))]
-    else:
-        layers = sorted({model.check_layer(as_int(layer)) for layer in layers})
-        if not layers:
-            raise ValueError(f"no layers given; allowed: 0..{model.n_layers - 1}")
+    layers = layer_list(model, layers)
     toks = model.to_tokens(text)
     if toks.shape[0] != 1:
         raise ValueError(f"attention() takes one text; got a batch of {toks.shape[0]}")
@@ -338,7 +335,7 @@ def cli_attention(args, model=None) -> dict:
         from .cli import load_model
 
         model = load_model(args)
-    layer, head = model.check_layer(as_int(args.layer)), model.check_head(as_int(args.head))
+    layer, head = model.check_layer(args.layer), model.check_head(args.head)
     res = attention(model, args.text, layers=[layer])
     if args.out:
         res.plot(layer, head, out=args.out)

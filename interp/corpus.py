@@ -46,6 +46,19 @@ def wiki_documents(n: int | None = None, seed: int | None = None, *, offset: int
     return out
 
 
+def documents(docs=None, n_docs: int | None = None, *, default: int = 500) -> list:
+    """The corpus an analyzer scans: ``docs`` (Docs or strings; its first ``n_docs`` when given), or the first
+    ``n_docs or default`` Wikipedia summaries."""
+    if n_docs is not None and (not isinstance(n_docs, int) or isinstance(n_docs, bool) or n_docs < 1):
+        raise ValueError(f"n_docs={n_docs!r}; allowed: a positive integer (or None)")
+    if docs is None:
+        return wiki_documents(n_docs or default)
+    docs = list(docs)
+    if not docs:
+        raise ValueError("the corpus has no documents (allowed: at least 1)")
+    return docs[:n_docs] if n_docs else docs
+
+
 def token_batches(model, docs: Sequence[Doc | str], *, max_len: int = 128, batch_size: int = 8
                   ) -> Iterator[tuple[torch.Tensor, torch.Tensor, list[int]]]:
     """Yield ``(tokens [b, pos], mask [b, pos] bool, doc_indices)``: BOS + each document truncated to

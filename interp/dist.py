@@ -168,9 +168,8 @@ def run_stats(model, layer: int, *, n_tokens: int | None = 100_000, batch_size: 
     docs = wiki_documents()
     counts = token_counts(model, docs, max_len=max_len, batch_size=batch_size, until=n_tokens)
     offset, n_docs, budget, used = plan_token_budget(counts, n_tokens, world, batch_size)
-    meta = {"format": st.FORMAT_VERSION, "model_fingerprint": model.fingerprint, "model": model.source,
-            "layer": layer, "hook": f"blocks.{layer}.mlp.hook_post", "corpus": "wiki", "n_tokens": n_tokens,
-            "offset": 0, "n_docs": None, "max_len": max_len, "bos": "excluded", "padding": "excluded"}
+    # the one-process request over the whole corpus: its cache file is what rank 0 writes
+    meta = st.request_meta(model, layer, corpus_id="wiki", n_tokens=n_tokens, offset=0, n_docs=None, max_len=max_len)
     t_scan = time.perf_counter()
     if n_docs and (budget is None or budget > 0):
         local = st.mlp_key_second_moment(model, layer, n_tokens=budget, batch_size=batch_size, max_len=max_len,
@@ -193,7 +192,7 @@ def run_stats(model, layer: int, *, n_tokens: int | None = 100_000, batch_size: 
     merged.meta["condition_number"] = merged.condition_number()
     path = None
     if world.rank == 0:
-        path = merged.save(out if out else st._cache_path(meta))
+        path = merged.save(out if out else st.cache_path(meta))
     return {"job": "stats", "layer": layer, "count": count, "docs": used, "world_size": world.size,
             "condition_number": merged.meta["condition_number"], "seconds": seconds, "scan_seconds": scan_seconds,
             "tokens_per_rank": per_rank.tolist(), "path": str(path) if path else None}
@@ -230,18 +229,18 @@ def run_neurons(model, layer: int, *, n_docs: int = 500, k: int = 10, batch_size
 def run_heads(model, *, n_docs: int = 200, layers=None, batch_size: int = 8, max_len: int = 128,
               world: World = World(), out=None, progress: bool = False) -> dict:
     """Per-head attention statistics averaged over the first ``n_docs`` Wikipedia summaries, sums reduced."""
-    from .attention import HeadStats, head_scan
+    from .attention import HeadStats, head_scan, layer_list
     from .corpus import wiki_documents
 
     t0 = time.perf_counter()
     docs = wiki_documents(n_docs)
     offset, n = shard(len(docs), world, batch_size)
-    layers = list(range(model.n_layers)) if layers is None else layers
+    layers = layer_list(model, layers)
     if n:
         local = head_scan(model, docs[offset: offset + n], layers=layers, batch_size=batch_size, max_len=max_len,
                           progress=progress and world.rank == 0)
     else:
-        local = HeadStats.empty(model, sorted(layers))
+        local = HeadStats.empty(model, layers)
     scan_seconds = time.perf_counter() - t0
     merged = HeadStats(all_reduce_sum(local.sums, world), 0, local.layers, local.kv_groups, 0, local.source)
     counts = all_reduce_sum(torch.tensor([local.count, local.docs], dtype=torch.int64), world)

@@ -7,6 +7,7 @@ Weights are only ever read from safetensors or GGUF; nothing here unpickles.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import logging
@@ -121,8 +122,7 @@ def dispatch(hf_model, device_map, *, max_memory=None) -> dict:
                                      inferred=device_map)
     else:
         resolved = _check_device_map(hf_model, device_map)
-    with warnings.catch_warnings(), _quiet("accelerate"):
-        warnings.simplefilter("ignore")
+    with _quiet("accelerate"):
         dispatch_model(hf_model, device_map=resolved, main_device=_as_torch_device(_embedding_target(
             hf_model, resolved)))
     hf_model.hf_device_map = dict(resolved)
@@ -135,8 +135,7 @@ def _infer_device_map(hf_model, strategy: str, max_memory) -> dict:
 
     no_split = sorted(getattr(hf_model, "_no_split_modules", None) or [])
     memory = _normalize_max_memory(max_memory) if max_memory is not None else None
-    with warnings.catch_warnings(), _quiet("accelerate"):
-        warnings.simplefilter("ignore")
+    with _quiet("accelerate"):
         if strategy == "sequential":
             memory = get_max_memory(memory)
         else:  # transformers' "auto" is "balanced" too
@@ -418,24 +417,25 @@ def _wrap(hf_model, tok, name, device, dtype, *, fingerprint, source, device_map
         hf_model.config._attn_implementation = "eager"  # patterns are only visible on the eager path
     # With a device map the bridge reads the placement from hf_model.hf_device_map and refuses device=.
     placement = {"device": device} if device_map is None else {}
-    with warnings.catch_warnings(), _quiet("transformer_lens"):
-        warnings.simplefilter("ignore")
+    with _quiet("transformer_lens"):
         bridge = TransformerBridge.boot_transformers(name, hf_model=hf_model, tokenizer=tok, dtype=dtype,
                                                       **placement)
     bridge.eval()
     return Model(bridge, tok, hf_model=hf_model, name=name, fingerprint=fingerprint, source=source)
 
 
-class _quiet:
-    def __init__(self, logger: str):
-        self.logger = logging.getLogger(logger)
-
-    def __enter__(self):
-        self.level = self.logger.level
-        self.logger.setLevel(logging.ERROR)
-
-    def __exit__(self, *exc):
-        self.logger.setLevel(self.level)
+@contextlib.contextmanager
+def _quiet(logger: str):
+    """Silence a library's warnings and its logger below ERROR (its chatter about loading is not the user's)."""
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        log.setLevel(level)
 
 
 def _load_source(source):
@@ -598,8 +598,7 @@ def _write_cache(gguf: Path, folder: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     log.info("dequantizing %s (first load; later loads use the cache in %s)", gguf.name, folder)
-    with warnings.catch_warnings(), _quiet("transformers"):
-        warnings.simplefilter("ignore")
+    with _quiet("transformers"):
         tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     folder.parent.mkdir(parents=True, exist_ok=True)

@@ -431,7 +431,7 @@ class Model:
         ln = getattr(self.module, "ln_final", None)
         if ln is None:
             return None
-        return getattr(ln, "original_component", None) or ln
+        return _unwrap(ln)
 
     def unembed(self, x: torch.Tensor) -> torch.Tensor:
         """Normalized residual [..., d_model] -> logits [..., d_vocab]."""
@@ -456,8 +456,7 @@ class Model:
         if which not in ("ln1", "ln2"):
             raise ValueError(f"which={which!r}; allowed: 'ln1' (before attention), 'ln2' (before the MLP)")
         ln = getattr(self.module.blocks[self.check_layer(layer)], which, None)
-        inner = getattr(ln, "original_component", None) or ln
-        w = getattr(inner, "weight", None) if inner is not None else None
+        w = getattr(_unwrap(ln), "weight", None) if ln is not None else None
         return None if w is None else _cpu(w)
 
     def final_norm_bias(self) -> torch.Tensor | None:
@@ -590,7 +589,7 @@ class Model:
     def mlp_out_module(self, layer: int) -> torch.nn.Module:
         """The MLP's down projection (``nn.Linear`` [d_model, d_mlp] weight, or GPT-2 ``Conv1D`` [d_mlp, d_model])."""
         out = self._mlp(layer).out
-        return getattr(out, "original_component", None) or out
+        return _unwrap(out)
 
     def mlp_out_weight(self, layer: int) -> torch.nn.Parameter:
         return self.mlp_out_module(layer).weight
@@ -611,7 +610,7 @@ class Model:
         for key in ("gate", "in"):
             sub = getattr(mlp, key, None)
             if sub is not None:
-                out[key] = (getattr(sub, "original_component", None) or sub).weight
+                out[key] = _unwrap(sub).weight
         return out
 
     def param_name(self, param: torch.nn.Parameter) -> str:
@@ -723,6 +722,11 @@ def as_int(x):
         return operator.index(x)
     except TypeError:
         return x
+
+
+def _unwrap(module: torch.nn.Module) -> torch.nn.Module:
+    """The Hugging Face module a bridge component wraps (the module itself when it is not wrapped)."""
+    return getattr(module, "original_component", None) or module
 
 
 def _module_device(module: torch.nn.Module) -> torch.device:

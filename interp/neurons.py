@@ -462,7 +462,7 @@ class Neurons:
         if model.d_mlp is None:
             raise ValueError(f"model {getattr(model, 'source', '')} has no MLP layers (attention-only)")
         self.model = model
-        self.layer = model.check_layer(as_int(layer))
+        self.layer = model.check_layer(layer)
         self.hook = f"blocks.{self.layer}.mlp.hook_post"
 
     def __repr__(self) -> str:
@@ -507,16 +507,9 @@ class Neurons:
 
     @staticmethod
     def _docs(docs, n_docs):
-        if n_docs is not None and (not isinstance(n_docs, int) or isinstance(n_docs, bool) or n_docs < 1):
-            raise ValueError(f"n_docs={n_docs!r}; allowed: a positive integer (or None)")
-        if docs is None:
-            from .corpus import wiki_documents
+        from .corpus import documents
 
-            return wiki_documents(n_docs or DEFAULT_DOCS)
-        docs = list(docs)
-        if not docs:
-            raise ValueError("the corpus has no documents (allowed: at least 1)")
-        return docs[:n_docs] if n_docs else docs
+        return documents(docs, n_docs, default=DEFAULT_DOCS)
 
     def scan_state(self, docs=None, *, n_docs=None, k=10, neurons=None, batch_size=8, max_len=128, doc_offset=0,
                    skip_bos=True, progress=True) -> TopK:

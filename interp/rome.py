@@ -493,7 +493,7 @@ def _kv_twin(model):
 
             with no_init_weights():
                 candidate = type(hf)(hf.config)
-            state = {n.replace("._original_component", ""): p for n, p in hf.named_parameters()}
+            state = model.named_params()  # the same tensors, by their transformers names
             missing, unexpected = candidate.load_state_dict(state, strict=False, assign=True)
             candidate.tie_weights()
             if not unexpected and set(missing) <= {"lm_head.weight"}:

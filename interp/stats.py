@@ -273,10 +273,9 @@ def mlp_key_second_moment(model, layer: int, *, n_tokens: int | None = 100_000, 
     _check_int("n_docs", n_docs, 1, allow_none=True)
     _check_int("checkpoint_every", checkpoint_every, 1)
     docs, corpus_id = _select_documents(corpus, offset, n_docs)
-    meta = {"format": FORMAT_VERSION, "model_fingerprint": model.fingerprint, "model": model.source,
-            "layer": layer, "hook": f"blocks.{layer}.mlp.hook_post", "corpus": corpus_id, "n_tokens": n_tokens,
-            "offset": offset, "n_docs": n_docs, "max_len": max_len, "bos": "excluded", "padding": "excluded"}
-    path = _cache_path(meta) if cache else None
+    meta = request_meta(model, layer, corpus_id=corpus_id, n_tokens=n_tokens, offset=offset, n_docs=n_docs,
+                        max_len=max_len)
+    path = cache_path(meta) if cache else None
     if path is not None:
         done = _try_load(path, meta)
         if done is not None:
@@ -294,6 +293,13 @@ def mlp_key_second_moment(model, layer: int, *, n_tokens: int | None = 100_000, 
         state.save(path)
         _remove_pair(_partial_path(path))
     return state
+
+
+def request_meta(model, layer: int, *, corpus_id: str, n_tokens, offset: int, n_docs, max_len: int) -> dict:
+    """What a statistics request is (the cache key and its policies), as recorded in ``KeyStats.meta``."""
+    return {"format": FORMAT_VERSION, "model_fingerprint": model.fingerprint, "model": model.source,
+            "layer": layer, "hook": f"blocks.{layer}.mlp.hook_post", "corpus": corpus_id, "n_tokens": n_tokens,
+            "offset": offset, "n_docs": n_docs, "max_len": max_len, "bos": "excluded", "padding": "excluded"}
 
 
 def _scan(model, layer, docs, state: KeyStats, start_doc: int, *, n_tokens, batch_size, max_len, progress,
@@ -413,7 +419,8 @@ def stats_dir() -> Path:
     return _paths.cache_dir() / "stats"
 
 
-def _cache_path(meta: dict) -> Path:
+def cache_path(meta: dict) -> Path:
+    """Where the statistics of the request ``meta`` (:func:`request_meta`) are cached."""
     corpus = meta["corpus"].replace(":", "-")
     tok = "all" if meta["n_tokens"] is None else str(meta["n_tokens"])
     docs = "end" if meta["n_docs"] is None else str(meta["n_docs"])

@@ -31,9 +31,9 @@ def neuron_scan_throughput_ratio(model=None, n_docs: int = 16, *, layer: int | N
     import torch
 
     import interp
-    from interp.corpus import token_batches, wiki_documents
-    from interp.hooks import StopForward
-    from interp.neurons import neurons
+    from interp.core.corpus import token_batches, wiki_documents
+    from interp.core.hooks import StopForward
+    from interp.analyses.neurons import neurons
 
     if baseline not in ("forward", "stopped"):
         raise ValueError(f"baseline {baseline!r}; allowed: 'forward', 'stopped'")
@@ -85,8 +85,8 @@ def status(key):
         if line.startswith(key + ":"):
             return int(line.split()[1]) * 1024
 import interp
-from interp.corpus import wiki_documents
-from interp.neurons import neurons
+from interp.core.corpus import wiki_documents
+from interp.analyses.neurons import neurons
 n_docs, layer, max_len, batch_size = (int(a) for a in sys.argv[1:5])
 rss_start = status("VmRSS")
 model = interp.load(device="cpu")

@@ -54,7 +54,7 @@ def interleaved(fns: dict, repeats: int) -> list[dict[str, float]]:
 
 
 def lens_ratios(model, repeats: int) -> tuple[float, float, dict]:
-    from interp.lens import logit_lens
+    from interp.analyses.lens import logit_lens
 
     toks = tokens_64(model)
     W_U = model.module.W_U

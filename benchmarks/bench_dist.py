@@ -26,8 +26,8 @@ from pathlib import Path
 
 import torch
 
-from interp.neurons import TopK
-from interp.stats import KeyStats
+from interp.analyses.neurons import TopK
+from interp.analyses.stats import KeyStats
 
 
 def run(job: list[str], nproc: int, out: Path) -> tuple[float, dict]:

@@ -35,7 +35,7 @@ def timed(fn):
 def word_token_pool(model) -> torch.Tensor:
     """Ordinary ids that decode to ' word' and encode back to themselves, so that text built from them
     tokenizes to exactly the same ids (detect_head only accepts strings)."""
-    from interp.induction import ordinary_token_ids
+    from interp.analyses.induction import ordinary_token_ids
 
     tok = model.tokenizer
     pool = []
@@ -94,8 +94,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     import interp
-    from interp.induction import induction_scores
-    from interp.induction_train import reproduce
+    from interp.analyses.induction import induction_scores
+    from interp.analyses.induction_train import reproduce
 
     model = interp.load(device="cpu")
     tokens, strings = same_sequences(model, args.seq_len, args.batch, seed=0)

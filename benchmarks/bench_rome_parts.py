@@ -29,9 +29,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from interp.corpus import token_batches, wiki_documents
-from interp.stats import mlp_key_second_moment
-from interp.trace import causal_trace, embedding_std
+from interp.core.corpus import token_batches, wiki_documents
+from interp.analyses.stats import mlp_key_second_moment
+from interp.analyses.trace import causal_trace, embedding_std
 
 EIFFEL = ("The Eiffel Tower is located in the city of", "The Eiffel Tower")
 # Peak of trace_facts' average MLP indirect effect at the last subject token over the dev facts (78 of them,

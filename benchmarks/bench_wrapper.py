@@ -22,7 +22,7 @@ import torch
 
 def forward_ratio(repeats: int) -> float:
     import interp
-    from interp import loading
+    from interp.core import loading
 
     model = interp.load(device="cpu")
     raw = loading.embedded_transformers()

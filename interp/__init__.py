@@ -2,15 +2,15 @@
 and look inside it (logit lens, attribution, attention, neurons, induction heads, ROME fact editing)."""
 
 from . import rome
-from .attention import attention, head_scan
-from .attribution import decompose, direct_logit_attribution
-from .induction import induction_heads
-from .induction_train import reproduce as reproduce_induction
-from .lens import logit_lens
-from .loading import load, load_tiny
-from .model import Model
-from .neurons import neurons
-from .trace import causal_trace, trace_facts
+from .analyses.attention import attention, head_scan
+from .analyses.attribution import decompose, direct_logit_attribution
+from .analyses.induction import induction_heads
+from .analyses.induction_train import reproduce as reproduce_induction
+from .analyses.lens import logit_lens
+from .analyses.neurons import neurons
+from .analyses.trace import causal_trace, trace_facts
+from .core.loading import load, load_tiny
+from .core.model import Model
 
 __version__ = "0.1.0"
 __all__ = ["load", "load_tiny", "Model", "logit_lens", "decompose", "direct_logit_attribution", "attention",

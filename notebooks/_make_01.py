@@ -20,8 +20,8 @@ path from residual to logits is linear, so each part gets an exact share of the 
 Everything runs on the embedded SmolLM2-135M-Instruct (30 layers, 9 heads, d_model 576), offline."""),
     ("code", """import torch
 import interp
-from interp.lens import logit_lens
-from interp.attribution import decompose, direct_logit_attribution
+from interp.analyses.lens import logit_lens
+from interp.analyses.attribution import decompose, direct_logit_attribution
 
 model = interp.load()
 prompt = "The Eiffel Tower is located in the city of"

@@ -16,7 +16,7 @@ Questions: which heads look at the previous token, which park their attention on
 to attend to?"""),
     ("code", """import torch, matplotlib.pyplot as plt
 import interp
-from interp.attention import attention
+from interp.analyses.attention import attention
 
 torch.set_num_threads(2)
 model = interp.load()

@@ -16,8 +16,8 @@ Questions: what do its most strongly firing neurons respond to, what do they wri
 them?"""),
     ("code", """import torch
 import interp
-from interp.neurons import neurons, TopK, NeuronScan
-from interp.corpus import wiki_documents
+from interp.analyses.neurons import neurons, TopK, NeuronScan
+from interp.core.corpus import wiki_documents
 
 torch.set_num_threads(2)
 model = interp.load()

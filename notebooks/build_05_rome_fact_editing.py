@@ -22,8 +22,8 @@ sample (5,000 tokens) and the evaluation uses 2 records; the reported numbers co
     ("code", """import torch
 import interp
 from interp import rome
-from interp.stats import mlp_key_second_moment
-from interp.trace import causal_trace
+from interp.analyses.stats import mlp_key_second_moment
+from interp.analyses.trace import causal_trace
 
 torch.manual_seed(0)
 model = interp.load(device="cpu")

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from interp.attention import AttentionResult, attention, cli_attention, head_stats
+from interp.analyses.attention import AttentionResult, attention, cli_attention, head_stats
 
 
 def recompute_patterns(model, text, kv_groups):

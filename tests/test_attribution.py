@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import interp
-from interp.attribution import add_cli, cli_dla, decompose, direct_logit_attribution
+from interp.analyses.attribution import add_cli, cli_dla, decompose, direct_logit_attribution
 
 PROMPT = "The Eiffel Tower is located in the city of"
 TINY_TEXT = "residual stream!"
@@ -208,8 +208,8 @@ def test_cli_handler_json(tiny_llama, tmp_path):
 
 def test_attention_only_model_without_final_norm():
     """A model wrapped with Model.from_module (no MLPs, no final norm, [pos, d_model] positional hook)."""
-    from interp.lens import logit_lens
-    from interp.toy import AttnOnlyTransformer, ToyConfig
+    from interp.analyses.lens import logit_lens
+    from interp.analyses.toy import AttnOnlyTransformer, ToyConfig
 
     model = interp.Model.from_module(AttnOnlyTransformer(ToyConfig(), seed=0))
     toks = torch.randint(0, model.d_vocab, (12,), generator=torch.Generator().manual_seed(0))

@@ -9,11 +9,12 @@ import pytest
 import torch
 
 import interp
-from interp import loading, rome
-from interp.attribution import decompose
-from interp.edit_eval import ft_edit
-from interp.stats import mlp_key_second_moment
-from interp.trace import causal_trace
+from interp import rome
+from interp.core import loading
+from interp.analyses.attribution import decompose
+from interp.editing.evaluate import ft_edit
+from interp.analyses.stats import mlp_key_second_moment
+from interp.analyses.trace import causal_trace
 
 PROMPT = "The Eiffel Tower is located in the city of"
 TEXT, SUBJECT = "The Eiffel Tower is in Paris", "Eiffel"  # tiny-model trace prompt (as in test_trace.py)

@@ -13,11 +13,11 @@ import sys
 import pytest
 import torch
 
-from interp.attention import HeadStats, head_scan
-from interp.corpus import wiki_documents
-from interp.dist import World, plan_token_budget, shard, token_counts
-from interp.neurons import TopK, neurons
-from interp.stats import KeyStats, mlp_key_second_moment
+from interp.analyses.attention import HeadStats, head_scan
+from interp.core.corpus import wiki_documents
+from interp.analyses.dist import World, plan_token_budget, shard, token_counts
+from interp.analyses.neurons import TopK, neurons
+from interp.analyses.stats import KeyStats, mlp_key_second_moment
 
 
 def _launch(*args: str, tmp_path) -> dict:
@@ -97,7 +97,7 @@ def test_two_rank_head_statistics_equal_one_process(embedded, tmp_path):
 
 # ------------------------------------------------------------------------------------------------- accumulators
 def test_head_scan_of_one_text_equals_attention_stats(tiny_llama):
-    from interp.attention import attention
+    from interp.analyses.attention import attention
 
     text = "The cat sat on the mat. The cat sat."
     a = attention(tiny_llama, text).stats()

@@ -7,9 +7,9 @@ import types
 import pytest
 import torch
 
-from interp import edit_eval as ev
+from interp.editing import evaluate as ev
 from interp import rome
-from interp.stats import mlp_key_second_moment
+from interp.analyses.stats import mlp_key_second_moment
 
 LAYER = 4
 

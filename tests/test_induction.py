@@ -6,10 +6,10 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from interp import induction as ind
-from interp import induction_train as train_mod
-from interp.model import Model
-from interp.toy import handmade_induction_model
+from interp.analyses import induction as ind
+from interp.analyses import induction_train as train_mod
+from interp.core.model import Model
+from interp.analyses.toy import handmade_induction_model
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interp.lens import LogitLensResult, _block_topk, add_cli, cli_lens, logit_lens
+from interp.analyses.lens import LogitLensResult, _block_topk, add_cli, cli_lens, logit_lens
 
 PROMPT = "The Eiffel Tower is located in the city of"
 TINY_TEXT = "residual stream!"

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import interp
-from interp import _paths, loading
+from interp.core import paths as _paths, loading
 
 PROMPT = "The Eiffel Tower is located in the city of"
 

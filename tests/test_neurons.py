@@ -12,11 +12,11 @@ import sys
 import pytest
 import torch
 
-from interp.corpus import Doc, token_batches
-from interp.neurons import Neurons, TopK, neurons
+from interp.core.corpus import Doc, token_batches
+from interp.analyses.neurons import Neurons, TopK, neurons
 
 # the module itself, even if the package re-exports the function ``neurons`` under the same name
-neurons_module = importlib.import_module("interp.neurons")
+neurons_module = importlib.import_module("interp.analyses.neurons")
 
 TEXTS = ["the cat sat on the mat", "a dog ran in the park!", "the cat sat on the mat", "zebras, zebras",
          "one two three four five six", "hello there general", "the the the", "x", "mat mat cat",
@@ -339,7 +339,7 @@ _MEM_CHILD = r"""
 import json, sys, torch
 torch.set_num_threads(1)
 import interp
-from interp.neurons import neurons
+from interp.analyses.neurons import neurons
 def status(key):
     for line in open("/proc/self/status"):
         if line.startswith(key + ":"):

@@ -11,7 +11,7 @@ import torch
 
 import interp
 from interp import rome
-from interp.stats import mlp_key_second_moment
+from interp.analyses.stats import mlp_key_second_moment
 
 LAYER = 4  # a layer of the embedded model (the default edit layer is checked separately)
 TINY = dict(prompt="{} is in the city of", subject="Tower", target=" Rome", layer=0, v_steps=4)

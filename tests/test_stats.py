@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from interp.stats import KeyStats, mlp_key_second_moment
+from interp.analyses.stats import KeyStats, mlp_key_second_moment
 
 TEXTS = [
     "The Eiffel Tower is a wrought-iron lattice tower in Paris.",

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from interp.model import Model
-from interp.toy import AttnOnlyTransformer, ToyConfig, handmade_induction_model
+from interp.core.model import Model
+from interp.analyses.toy import AttnOnlyTransformer, ToyConfig, handmade_induction_model
 
 SMALL = ToyConfig(n_layers=2, d_model=32, n_heads=4, d_vocab=20, n_ctx=24)
 
@@ -79,7 +79,7 @@ def test_bad_config_and_input_raise_value_error(toy):
 
 def test_handmade_model_ablating_the_previous_token_head_breaks_induction():
     # K-composition in the known-answer model: L1H0's key is what L0H0 writes.
-    from interp.induction import induction_scores
+    from interp.analyses.induction import induction_scores
 
     model = Model.from_module(handmade_induction_model())
     assert induction_scores(model, seq_len=10, batch=4)["induction"][1, 0] > 0.99

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from interp.trace import (
+from interp.analyses.trace import (
     FactTraceResult,
     _baseline,
     _corrupt,
@@ -237,7 +237,7 @@ def test_trace_facts(tiny_llama):
 def test_cli_handler(tiny_llama, tmp_path):
     import argparse
 
-    from interp import trace
+    from interp.analyses import trace
 
     parser = argparse.ArgumentParser()
     trace.add_cli(parser.add_subparsers())

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ._results import Result, new_figure, save_fig
+from ..core.results import Result, new_figure, save_fig
 
 SCORES = ["induction_score", "prefix_matching_score", "previous_token_score",
           "duplicate_token_score", "copying_score"]
@@ -532,7 +532,7 @@ def icl_score(model, *, early: int = 10, late: int = 100, window: int = 5, n_doc
     `window` tokens centred there, over the first `n_docs` Wikipedia summaries (shuffled with `seed`)
     long enough to reach the late window. The summaries are ~40-170 tokens (median ~100), so the
     defaults are 10 and 100: Olsson et al.'s 50 and 500 of 512-token contexts, scaled to the documents."""
-    from .corpus import wiki_documents
+    from ..core.corpus import wiki_documents
 
     if not isinstance(window, int) or window < 1 or window % 2 == 0:
         raise ValueError(f"window={window!r} out of range: allowed an odd integer >= 1")
@@ -545,7 +545,7 @@ def icl_score(model, *, early: int = 10, late: int = 100, window: int = 5, n_doc
     end = late + half  # last token position needed
     rows = []
     for doc in wiki_documents(seed=seed):
-        ids = model._encode(doc.text, prepend_bos=True)
+        ids = model.encode(doc.text, prepend_bos=True)
         if len(ids) > end:
             rows.append(ids[: end + 1])
             if len(rows) == n_docs:
@@ -570,7 +570,7 @@ def _head_rows(scan: InductionScan, top: int) -> list[dict]:
 
 
 def _cli_induction(args) -> dict:
-    from .cli import load_model
+    from ..cli import load_model
 
     model = load_model(args)
     t0 = time.perf_counter()
@@ -596,7 +596,7 @@ def _cli_induction(args) -> dict:
 
 
 def add_cli(subparsers) -> None:
-    from .cli import add_common
+    from ..cli import add_common
 
     p = subparsers.add_parser("induction", help="find induction heads ([BOS]+R+R scan) and check them by ablation")
     add_common(p, source=True)

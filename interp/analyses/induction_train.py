@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ._results import Result, new_figure, save_fig
+from ..core.results import Result, new_figure, save_fig
 from .induction import induction_scores
 from .toy import AttnOnlyTransformer, ToyConfig
 
@@ -147,7 +147,7 @@ def log_row(step: int, seconds: float, train_loss: float, wrapped, eval_data, cf
 
 def train(cfg: TrainConfig, *, verbose: bool = False) -> TrainingRun:
     """Train from scratch and log every cfg.log_every steps. Deterministic for a given cfg."""
-    from .model import Model
+    from ..core.model import Model
 
     t0, c0 = time.perf_counter(), time.process_time()
     with torch_threads(cfg.threads):

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._results import Result, new_figure, save_fig
-from .hooks import StopForward
+from ..core.results import Result, new_figure, save_fig
+from ..core.hooks import StopForward
 
 PROMPT = "The Eiffel Tower is located in the city of"
 _CHUNK_ELEMS = 1 << 24  # logits per unembedding chunk (64 MB in float32)
@@ -428,7 +428,7 @@ class LogitLensResult(Result):
 
 # ---------------------------------------------------------------------------------------------- CLI, demo
 def add_cli(subparsers) -> None:
-    from .cli import add_common
+    from ..cli import add_common
 
     p = subparsers.add_parser("lens", help="logit lens: each layer's next-token guess (and targets' rank)")
     p.add_argument("text", help="text to analyse (BOS is prepended)")
@@ -446,7 +446,7 @@ def cli_lens(args, model=None) -> dict:
     from pathlib import Path
 
     if model is None:
-        from .cli import load_model
+        from ..cli import load_model
 
         model = load_model(args)
     res = logit_lens(model, args.text, targets=args.target, k=args.k, positions=args.pos)

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._results import Result, new_figure, save_fig
+from ..core.results import Result, new_figure, save_fig
 from .attention import as_int
-from .hooks import StopForward
+from ..core.hooks import StopForward
 
 DEFAULT_DOCS = 500
 _INT64_MAX = torch.iinfo(torch.int64).max
@@ -507,14 +507,14 @@ class Neurons:
 
     @staticmethod
     def _docs(docs, n_docs):
-        from .corpus import documents
+        from ..core.corpus import documents
 
         return documents(docs, n_docs, default=DEFAULT_DOCS)
 
     def scan_state(self, docs=None, *, n_docs=None, k=10, neurons=None, batch_size=8, max_len=128, doc_offset=0,
                    skip_bos=True, progress=True) -> TopK:
         """The scan's raw accumulator (see :meth:`scan`); merge shards with ``TopK.merge``."""
-        from .corpus import token_batches
+        from ..core.corpus import token_batches
 
         docs = self._docs(docs, n_docs)
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -625,7 +625,7 @@ def _progress(total: int, enabled: bool, desc: str):
 
 # ============================================================================================ CLI and demo
 def add_cli(subparsers) -> None:
-    from .cli import add_common
+    from ..cli import add_common
 
     p = subparsers.add_parser("neurons", help="top-activating contexts of one layer's FFN neurons")
     p.add_argument("--layer", type=int, required=True, help="layer index")
@@ -641,7 +641,7 @@ def add_cli(subparsers) -> None:
 def cli_neurons(args, model=None) -> dict:
     """Handler of ``interp neurons``; ``model`` lets tests pass a loaded model."""
     if model is None:
-        from .cli import load_model
+        from ..cli import load_model
 
         model = load_model(args)
     if not isinstance(args.top, int) or args.top < 1:

@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._results import Result, new_figure, save_fig
-from .hooks import StopForward
+from ..core.results import Result, new_figure, save_fig
+from ..core.hooks import StopForward
 
 KINDS = ("resid", "mlp", "attn")
 _HOOK = {"resid": "hook_resid_post", "mlp": "hook_mlp_out", "attn": "hook_attn_out"}
@@ -586,13 +586,13 @@ def embedding_std(model, n_titles: int = 1000) -> float:
     fp = model.fingerprint
     if fp not in _NOISE_STD:
         try:
-            from .corpus import wiki_documents
+            from ..core.corpus import wiki_documents
 
             titles = [d.title for d in wiki_documents(n=n_titles)]
         except FileNotFoundError:
             _NOISE_STD[fp], _NOISE_BASIS[fp] = float(model.W_E.std()), "std of W_E entries"
             return _NOISE_STD[fp]
-        rows = [model._encode(t, prepend_bos=False) for t in titles]
+        rows = [model.encode(t, prepend_bos=False) for t in titles]
         ids = torch.tensor([i for r in rows for i in r])[None]
         box = {}
 
@@ -617,7 +617,7 @@ def _noise_draws(samples, n_subj, d_model, noise, seed) -> torch.Tensor:
 
 # ============================================================================================== CLI and demo
 def add_cli(subparsers) -> None:
-    from .cli import add_common
+    from ..cli import add_common
 
     p = subparsers.add_parser("trace", help="causal tracing: which hidden states carry a fact (ROME Figure 1)")
     p.add_argument("text", help='prompt, e.g. "The Eiffel Tower is located in the city of"')
@@ -635,7 +635,7 @@ def add_cli(subparsers) -> None:
 
 def cli_trace(args, model=None) -> dict:
     if model is None:
-        from .cli import load_model
+        from ..cli import load_model
 
         model = load_model(args)
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())

@@ -33,7 +33,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from ._results import Result, new_figure, save_fig
+from ..core.results import Result, new_figure, save_fig
 from .facts import Fact, as_fact, check_prompt, check_target
 from .rome import (RomeHparams, WeightEdit, _emit, _frozen, _write_matrix, default_layer, edit, key_stats, sample_text,
                    selected_logits)
@@ -117,14 +117,14 @@ def generation_entropy(model, prompts: Sequence[str], *, n_tokens: int = 40, see
 
 def drift_texts(n_docs: int = 16, seed: int = 1234) -> list[str]:
     """The fixed Wikipedia summaries the loss drift is measured on (``wiki_documents`` shuffled with ``seed``)."""
-    from .corpus import wiki_documents
+    from ..core.corpus import wiki_documents
 
     return [d.text for d in wiki_documents(n=n_docs, seed=seed)]
 
 
 def text_nll(model, texts: Sequence[str], *, max_len: int = 64, batch_size: int = 8) -> float:
     """Mean next-token NLL (nats) over every token of ``texts`` (each BOS + at most ``max_len`` tokens)."""
-    from .corpus import token_batches
+    from ..core.corpus import token_batches
 
     total, count = 0.0, 0
     for toks, mask, _ in token_batches(model, list(texts), max_len=max_len, batch_size=batch_size):
@@ -140,7 +140,7 @@ def text_nll(model, texts: Sequence[str], *, max_len: int = 64, batch_size: int 
 def lens_rows(model, fact: Fact) -> dict[str, float | None]:
     """Logit lens of the rewrite prompt's last position (``interp.lens.logit_lens``): first lens row from which
     the first token of target_new (resp. target_true) stays top-1, and their final-row probabilities."""
-    from .lens import logit_lens
+    from ..analyses.lens import logit_lens
 
     ids = [model.target_tokens(fact.target_new)[0], model.target_tokens(fact.target_true)[0]]
     lens = logit_lens(model, fact.text, targets=ids, positions=[-1], k=1)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._results import Result, new_figure, save_fig
+from ..core.results import Result, new_figure, save_fig
 from .lens import PROMPT, capture, one_text, target_id
 
 
@@ -356,7 +356,7 @@ class DLAResult(Result):
 
 # ---------------------------------------------------------------------------------------------- CLI, demo
 def add_cli(subparsers) -> None:
-    from .cli import add_common
+    from ..cli import add_common
 
     p = subparsers.add_parser("dla", help="direct logit attribution of a next-token logit (or difference)")
     p.add_argument("text", help="text to analyse (BOS is prepended)")
@@ -375,7 +375,7 @@ def cli_dla(args, model=None) -> dict:
     if args.top < 1:
         raise ValueError(f"--top {args.top}: allowed >= 1")
     if model is None:
-        from .cli import load_model
+        from ..cli import load_model
 
         model = load_model(args)
     res = direct_logit_attribution(model, args.text, args.token, args.baseline, pos=args.pos)

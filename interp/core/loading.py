@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import _paths
+from . import paths as _paths
 from .model import Model
 
 log = logging.getLogger("interp")

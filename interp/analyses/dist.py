@@ -125,7 +125,7 @@ def gather_states(state: dict[str, torch.Tensor], world: World) -> list[dict[str
 def token_counts(model, docs, *, max_len: int, batch_size: int, until: int | None = None) -> list[int]:
     """Counted (non-BOS, non-padding) tokens of each document, as ``interp.stats`` counts them (tokenizer only,
     no forward); stops after the batch in which the running total reaches ``until``."""
-    from .corpus import token_batches
+    from ..core.corpus import token_batches
 
     counts: list[int] = []
     for _, mask, _ in token_batches(model, docs, max_len=max_len, batch_size=batch_size):
@@ -161,7 +161,7 @@ def run_stats(model, layer: int, *, n_tokens: int | None = 100_000, batch_size: 
     Rank 0 saves the result where the one-process ``mlp_key_second_moment(model, layer, n_tokens=...)`` would
     cache it (or to ``out``). Returns a JSON-able summary (same on every rank)."""
     from . import stats as st
-    from .corpus import wiki_documents
+    from ..core.corpus import wiki_documents
 
     layer = model.check_layer(layer)
     t0 = time.perf_counter()
@@ -202,7 +202,7 @@ def run_neurons(model, layer: int, *, n_docs: int = 500, k: int = 10, batch_size
                 world: World = World(), out=None, progress: bool = False) -> dict:
     """Top-k contexts of every FFN neuron of ``layer`` over the first ``n_docs`` Wikipedia summaries; shards
     gathered and merged exactly on rank 0, which saves the ``TopK`` state to ``out``."""
-    from .corpus import wiki_documents
+    from ..core.corpus import wiki_documents
     from .neurons import TopK, neurons
 
     view = neurons(model, layer)
@@ -230,7 +230,7 @@ def run_heads(model, *, n_docs: int = 200, layers=None, batch_size: int = 8, max
               world: World = World(), out=None, progress: bool = False) -> dict:
     """Per-head attention statistics averaged over the first ``n_docs`` Wikipedia summaries, sums reduced."""
     from .attention import HeadStats, head_scan, layer_list
-    from .corpus import wiki_documents
+    from ..core.corpus import wiki_documents
 
     t0 = time.perf_counter()
     docs = wiki_documents(n_docs)
@@ -303,7 +303,7 @@ def launch_local(nproc: int, argv: list[str]) -> int:
 
 def add_cli(subparsers) -> None:
     """``interp stats``: the key statistics of one layer, in this process or on ``--nproc`` local ranks."""
-    from .cli import add_common
+    from ..cli import add_common
 
     p = subparsers.add_parser("stats", help="MLP key second moments C at one layer (cached; --nproc N ranks)")
     p.add_argument("--layer", type=int, required=True)
@@ -318,7 +318,7 @@ def cli_stats(args) -> dict:
     if not isinstance(args.nproc, int) or args.nproc < 1:
         raise ValueError(f"--nproc {args.nproc!r}; allowed: a positive integer")
     if args.nproc == 1:
-        from .cli import load_model
+        from ..cli import load_model
 
         res = run_stats(load_model(args), args.layer, n_tokens=args.n_tokens or None, out=args.out,
                         progress=not args.json)
@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     world = init(args.backend)
     if not torch.cuda.is_available():
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world.local_size))
-    from .loading import load
+    from ..core.loading import load
 
     device = f"cuda:{world.local_rank}" if torch.cuda.is_available() else "cpu"
     model = load(args.model, device=device)

@@ -54,9 +54,9 @@ from pathlib import Path
 
 import torch
 
-from . import _paths
-from ._results import Result, new_figure, save_fig
-from .hooks import StopForward
+from ..core import paths as _paths
+from ..core.results import Result, new_figure, save_fig
+from ..core.hooks import StopForward
 
 FORMAT_VERSION = 1
 CORPORA = ("wiki",)
@@ -305,7 +305,7 @@ def request_meta(model, layer: int, *, corpus_id: str, n_tokens, offset: int, n_
 def _scan(model, layer, docs, state: KeyStats, start_doc: int, *, n_tokens, batch_size, max_len, progress,
           checkpoint: Path | None, checkpoint_every: int, callback) -> KeyStats:
     """Stream ``docs[start_doc:]`` through the model up to ``layer``'s MLP, adding the keys to ``state``."""
-    from .corpus import token_batches
+    from ..core.corpus import token_batches
 
     name = f"blocks.{layer}.mlp.hook_post"
     budget = math.inf if n_tokens is None else n_tokens
@@ -375,7 +375,7 @@ def _select_documents(corpus, offset: int, n_docs: int | None) -> tuple[list, st
     if isinstance(corpus, str):
         if corpus not in CORPORA:
             raise ValueError(f"corpus {corpus!r} not known; allowed: {', '.join(CORPORA)}, or a list of texts")
-        from .corpus import wiki_documents
+        from ..core.corpus import wiki_documents
 
         return wiki_documents(n=n_docs, offset=offset), corpus
     texts = list(corpus)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ._results import Result, new_figure, save_fig
-from .model import as_int  # noqa: F401  (re-exported: neurons imports it from here)
+from ..core.results import Result, new_figure, save_fig
+from ..core.model import as_int  # noqa: F401  (re-exported: neurons imports it from here)
 
 
 @dataclass(repr=False)
@@ -261,7 +261,7 @@ def head_scan(model, docs=None, *, n_docs: int | None = None, layers=None, batch
 
     docs: Docs or strings (default: the first ``n_docs or 200`` Wikipedia summaries). Patterns are reduced inside
     the ``hook_pattern`` hooks, batch by batch, so memory holds one layer's pattern of one batch at a time."""
-    from .corpus import documents, token_batches
+    from ..core.corpus import documents, token_batches
 
     docs = documents(docs, n_docs, default=200)
     layers = layer_list(model, layers)
@@ -318,7 +318,7 @@ def attention(model, text, *, layers=None) -> AttentionResult:
 
 # ---------------------------------------------------------------------------------------------- CLI
 def add_cli(subparsers) -> None:
-    from .cli import add_common
+    from ..cli import add_common
 
     p = subparsers.add_parser("attention", help="attention pattern of one head (and stats of its layer)")
     p.add_argument("text", help="text to analyse (BOS is prepended)")
@@ -332,7 +332,7 @@ def add_cli(subparsers) -> None:
 def cli_attention(args, model=None) -> dict:
     """Handler of ``interp attention``; ``model`` lets tests pass a loaded model."""
     if model is None:
-        from .cli import load_model
+        from ..cli import load_model
 
         model = load_model(args)
     layer, head = model.check_layer(args.layer), model.check_head(args.head)

@@ -6,13 +6,17 @@ baukit-style: hooks are attached on ``__enter__`` and detached in ``__exit__`` w
 
 A hook function has the TransformerLens signature ``fn(tensor, hook) -> None | Tensor``: return ``None`` to
 only read, or a tensor of the same shape to replace the activation.
+
+Ending a forward early: a hook raises :class:`StopForward`; the ``with`` block it was attached in swallows it
+(baukit's ``stop=True``), so no caller writes try/except. :func:`capture` is the one reader built on this: it keeps
+the named activations and, with ``stop=True``, ends the forward as soon as the last of them has fired.
 """
 
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
 import torch
 from transformer_lens.hook_points import HookPoint
@@ -29,7 +33,7 @@ class _Attached:
 
 
 class StopForward(Exception):
-    """Raised by a hook to end a forward pass early (``stop_at_layer``); never escapes interp."""
+    """Raised by a hook to end a forward pass early; the hook context it runs in swallows it."""
 
 
 class HookSet:
@@ -106,9 +110,10 @@ class _HookContext:
             raise
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> bool:
         self._detach()
-        return False
+        # A hook ended the forward early on purpose: the block ends here, and the caller reads what it captured.
+        return exc_type is not None and issubclass(exc_type, StopForward)
 
     def _detach(self) -> None:
         # Reverse order, and keep going if one removal fails, so nothing is ever left behind.
@@ -125,3 +130,34 @@ class _HookContext:
 
 def _describe(fn: HookFn) -> str:
     return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+def capture(model, inp, names: Sequence[str], *, keep: Callable | None = None, stop: bool = False,
+            hooks: Iterable[tuple[str, HookFn]] = (), grad: bool = False, description: str = "interp capture"):
+    """One forward of ``inp`` keeping the named activations -> ``(store, logits)``.
+
+    ``store[name]`` is ``keep(name, t)`` (default: ``t.detach()``, on the hook's device, model dtype) for each
+    name; ``hooks`` are further ``(name, fn)`` pairs attached for the same forward (they run before the capture
+    when they share a hook point, so the capture sees their result). With ``stop=True`` the forward ends as
+    soon as every named activation has been kept and ``logits`` is None; otherwise ``logits`` is the model's
+    output (on its device). Everything is detached when this returns, whatever happened. RuntimeError if a name
+    never fired."""
+    wanted = list(dict.fromkeys(names))
+    store: dict = {}
+    keep = keep or (lambda name, t: t.detach())
+
+    def saver(name):
+        def fn(t, hook):
+            store[name] = keep(name, t)
+            if stop and len(store) == len(wanted):
+                raise StopForward
+        return fn
+
+    out = {}
+    with torch.set_grad_enabled(grad), model.hooks(list(hooks) + [(n, saver(n)) for n in wanted],
+                                                   description=description):
+        out["logits"] = model.forward(inp)
+    missing = [n for n in wanted if n not in store]
+    if missing:
+        raise RuntimeError(f"hooks {missing[:3]} did not fire during the forward pass")
+    return store, out.get("logits")

@@ -10,7 +10,7 @@ from typing import Iterator, Sequence
 
 import torch
 
-from . import _paths
+from . import paths as _paths
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def token_batches(model, docs: Sequence[Doc | str], *, max_len: int = 128, batch
         rows = []
         for d in chunk:
             text = d.text if isinstance(d, Doc) else d
-            rows.append(model._encode(text, prepend_bos=True)[:max_len])
+            rows.append(model.encode(text, prepend_bos=True)[:max_len])
         width = max(len(r) for r in rows)
         toks = torch.full((len(rows), width), model.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.bool)

@@ -21,12 +21,12 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import operator
 from typing import Callable, Iterable, Sequence
 
 import torch
 
-from .hooks import HookFn, HookSet, StopForward
+from .hooks import HookFn, HookSet, capture
+from .inputs import as_int, check_pos, one_text
 
 POINTS = ("pre", "mid", "post")
 
@@ -147,12 +147,7 @@ class Model:
                              f"allowed 0..{self.n_heads - 1}")
         return head % self.n_heads
 
-    @staticmethod
-    def check_pos(pos: int, n: int) -> int:
-        if not isinstance(pos, int) or isinstance(pos, bool) or not -n <= pos < n:
-            raise ValueError(f"position {pos!r} out of range for a sequence of {n} tokens (BOS included); "
-                             f"allowed 0..{n - 1} or -{n}..-1")
-        return pos % n
+    check_pos = staticmethod(check_pos)
 
     def check_neurons(self, layer: int, neurons) -> list[int]:
         if self.d_mlp is None:
@@ -192,14 +187,15 @@ class Model:
         texts = [inp] if isinstance(inp, str) else list(inp)
         if not texts:
             raise ValueError("no text given: expected a non-empty string or a non-empty list of strings")
-        rows = [self._encode(t, prepend_bos) for t in texts]
+        rows = [self.encode(t, prepend_bos) for t in texts]
         width = max(len(r) for r in rows)
         if width > self.n_ctx:
             raise ValueError(f"text is {width} tokens long; this model's context allows at most {self.n_ctx}")
         pad = self.pad_token_id
         return torch.tensor([r + [pad] * (width - len(r)) for r in rows], dtype=torch.long)
 
-    def _encode(self, text: str, prepend_bos: bool) -> list[int]:
+    def encode(self, text: str, prepend_bos: bool = True) -> list[int]:
+        """One text -> token ids (BOS first unless ``prepend_bos=False``); the one place interp tokenizes."""
         if not isinstance(text, str):
             raise ValueError(f"expected text (str), got {type(text).__name__}")
         if not text:
@@ -216,7 +212,7 @@ class Model:
 
     def lengths(self, texts: Sequence[str], prepend_bos: bool = True) -> list[int]:
         """Token counts (BOS included) of each text, for indexing right-padded batches."""
-        return [len(self._encode(t, prepend_bos)) for t in texts]
+        return [len(self.encode(t, prepend_bos)) for t in texts]
 
     def to_str_tokens(self, inp, prepend_bos: bool = True) -> list[str]:
         toks = self.to_tokens(inp, prepend_bos)
@@ -230,7 +226,7 @@ class Model:
         """Token ids of a target continuation (no BOS). Empty target -> ValueError."""
         if not isinstance(target, str) or not target:
             raise ValueError(f"target {target!r} is empty; give the continuation text, e.g. ' Paris'")
-        return self._encode(target, prepend_bos=False)
+        return self.encode(target, prepend_bos=False)
 
     def to_single_token(self, target: str) -> int:
         ids = self.target_tokens(target)
@@ -263,18 +259,8 @@ class Model:
         return f"blocks.{layer}.hook_resid_pre"
 
     def _run_until(self, inp, name: str) -> torch.Tensor:
-        box = {}
-
-        def grab(t, hook):
-            box["out"] = _cpu(t)
-            raise StopForward
-
-        with torch.no_grad(), self.hooks([(name, grab)], description="stop_at_layer"):
-            try:
-                self.forward(inp)
-            except StopForward:
-                pass
-        return box["out"]
+        store, _ = capture(self, inp, [name], keep=lambda n, t: _cpu(t), stop=True, description="stop_at_layer")
+        return store[name]
 
     def cache(self, inp, names: Iterable[str] | Callable[[str], bool], *, logits: bool = False):
         """Capture only the named activations -> ``{name: Tensor}`` (batch dim kept; CPU float32).
@@ -348,10 +334,7 @@ class Model:
 
     # ------------------------------------------------------------------------------------------ residual reads
     def _one(self, text) -> torch.Tensor:
-        toks = self.to_tokens(text)
-        if toks.shape[0] != 1:
-            raise ValueError("this read takes one text (batch of 1); use cache() for batches")
-        return toks
+        return one_text(self, text)
 
     def resid(self, text, layer: int, point: str = "pre", pos: int | None = None) -> torch.Tensor:
         """Residual stream at ``blocks.{layer}.hook_resid_{point}`` -> [pos, d_model] (or [d_model] at ``pos``)."""
@@ -631,7 +614,7 @@ class Model:
     def edited(self, edit):
         """``with model.edited(edit): ...`` — apply a weight edit (e.g. an :class:`interp.rome.Edit`) inside the
         block and always revert it on exit, bit for bit."""
-        from .rome import model_edited
+        from ..editing.rome import model_edited
 
         return model_edited(self, edit)
 
@@ -711,17 +694,6 @@ def _head_ablation(heads: list[int], mode: str, ref: torch.Tensor | None):
             out[:, :, heads] = m[heads].to(t.device, t.dtype)
         return out
     return ablate
-
-
-def as_int(x):
-    """numpy / torch integer scalars -> int (as found in DataFrames); anything else (bool included) is returned
-    unchanged so the caller's range check rejects it with its own message."""
-    if isinstance(x, bool):
-        return x
-    try:
-        return operator.index(x)
-    except TypeError:
-        return x
 
 
 def _unwrap(module: torch.nn.Module) -> torch.nn.Module:

@@ -13,8 +13,9 @@ import math
 import sys
 
 # Analyzer modules that contribute subcommands, in the order they appear in --help.
-ANALYZER_MODULES = ["interp.lens", "interp.attribution", "interp.attention", "interp.neurons",
-                    "interp.induction", "interp.induction_train", "interp.trace", "interp.rome", "interp.dist"]
+ANALYZER_MODULES = ["interp.analyses.lens", "interp.analyses.attribution", "interp.analyses.attention",
+                    "interp.analyses.neurons", "interp.analyses.induction", "interp.analyses.induction_train",
+                    "interp.analyses.trace", "interp.editing.rome", "interp.analyses.dist"]
 
 
 def analyzer_modules() -> list:
@@ -44,7 +45,7 @@ def add_common(p: argparse.ArgumentParser, *, source: bool = False) -> None:
 
 
 def load_model(args):
-    from .loading import load
+    from ..core.loading import load
 
     device_map = getattr(args, "device_map", None)
     if device_map and device_map.lstrip().startswith("{"):

@@ -32,7 +32,7 @@ def neuron_scan_throughput_ratio(model=None, n_docs: int = 16, *, layer: int | N
 
     import interp
     from interp.core.corpus import token_batches, wiki_documents
-    from interp.core.hooks import StopForward
+    from interp.core.hooks import capture
     from interp.analyses.neurons import neurons
 
     if baseline not in ("forward", "stopped"):
@@ -46,17 +46,13 @@ def neuron_scan_throughput_ratio(model=None, n_docs: int = 16, *, layer: int | N
     def scan(i, chunk):
         view.scan_state(chunk, k=k, batch_size=batch_size, doc_offset=i * batch_size, progress=False)
 
-    def stop(t, hook):
-        raise StopForward
-
     def forward(i, chunk):
-        hooks = [(view.hook, stop)] if baseline == "stopped" else []
-        with torch.no_grad(), model.hooks(hooks):
-            for toks, _, _ in token_batches(model, chunk, batch_size=batch_size):
-                try:
+        for toks, _, _ in token_batches(model, chunk, batch_size=batch_size):
+            if baseline == "stopped":
+                capture(model, toks, [view.hook], stop=True)  # the same early stop as the scan, no bookkeeping
+            else:
+                with torch.no_grad():
                     model.forward(toks)
-                except StopForward:
-                    pass
 
     scan(0, chunks[0])  # warm-up (allocator, kernels)
     forward(0, chunks[0])

@@ -2,7 +2,8 @@
 and look inside it (logit lens, attribution, attention, neurons, induction heads, ROME fact editing)."""
 
 from . import rome
-from .analyses.attention import attention, head_scan
+from .analyses.attention import attention
+from .analyses.head_scan import head_scan
 from .analyses.attribution import decompose, direct_logit_attribution
 from .analyses.induction import induction_heads
 from .analyses.induction_train import reproduce as reproduce_induction

@@ -1,3 +1,28 @@
-"""``interp.rome``: the public face of fact editing (temporary star re-export during the move)."""
-from .editing.rome import *  # noqa: F401,F403
-from .editing.rome import __getattr__  # noqa: F401
+"""``interp.rome``: the public face of fact editing — ROME, the FT-L baseline, their evaluation and the fact records.
+
+    e = interp.rome.edit(model, "{} is located in the city of", "The Eiffel Tower", " Rome")
+    e.revert(); with model.edited(e): ...
+    res = interp.rome.evaluate(model, interp.rome.load_records(split="dev")[:10], baseline="ft")
+
+The code lives in :mod:`interp.editing` (protocol in ``base``, ROME in ``rome``, FT-L in ``ft``, measurements in
+``evaluate``, records in ``facts``) and text generation in :mod:`interp.core.generation`; this module only names
+them. The ``edit`` / ``eval-edits`` commands and the demo are in :mod:`interp.cli.edit`.
+"""
+
+from .core.generation import sample_text, selected_logits
+from .editing.base import WeightEdit, frozen_params, mlp_out_apply, mlp_out_bias, model_edited, write_matrix
+from .editing.evaluate import (DEMO_PROMPTS, EvalResult, LensBeforeAfter, compare_completions, drift_texts, evaluate, fact_probs,
+                               fact_scores, generation_entropy, lens_before_after, lens_rows, ngram_entropy,
+                               target_nll, text_nll, with_and_without)
+from .editing.facts import Fact, as_fact, check_prompt, check_target, load_records
+from .editing.ft import FT_DEFAULTS, FTEdit, ft_edit
+from .editing.rome import (DEFAULT_LAYERS, TEMPLATE_PREFIXES, Edit, RomeHparams, context_templates, default_layer,
+                           edit, key_stats, load_edit, rank_one_update, subject_last_index)
+
+__all__ = ["DEFAULT_LAYERS", "DEMO_PROMPTS", "Edit", "EvalResult", "FTEdit", "FT_DEFAULTS", "Fact", "LensBeforeAfter", "RomeHparams",
+           "TEMPLATE_PREFIXES", "WeightEdit", "as_fact", "check_prompt", "check_target", "compare_completions",
+           "context_templates", "default_layer", "drift_texts", "edit", "evaluate", "fact_probs", "fact_scores",
+           "frozen_params", "ft_edit", "generation_entropy", "key_stats", "lens_before_after", "lens_rows",
+           "load_edit", "load_records", "mlp_out_apply", "mlp_out_bias", "model_edited", "ngram_entropy",
+           "rank_one_update", "sample_text", "selected_logits", "subject_last_index", "target_nll", "text_nll",
+           "with_and_without", "write_matrix"]

@@ -1,4 +1,5 @@
-"""Writes 00_quickstart.ipynb (run: python notebooks/_make_00.py). The notebook is executed by the tests."""
+"""The text of 00_quickstart.ipynb. ``python notebooks/execute.py 00`` rebuilds the notebook from here and
+executes it in place (it is committed with its outputs); running this file alone writes it without outputs."""
 
 from pathlib import Path
 

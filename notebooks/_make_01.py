@@ -1,4 +1,5 @@
-"""Writes 01_residual_stream_and_logit_lens.ipynb (run: python notebooks/_make_01.py). The tests execute it."""
+"""The text of 01_residual_stream_and_logit_lens.ipynb. ``python notebooks/execute.py 01`` rebuilds the notebook from here and
+executes it in place (it is committed with its outputs); running this file alone writes it without outputs."""
 
 from pathlib import Path
 
@@ -20,8 +21,6 @@ path from residual to logits is linear, so each part gets an exact share of the 
 Everything runs on the embedded SmolLM2-135M-Instruct (30 layers, 9 heads, d_model 576), offline."""),
     ("code", """import torch
 import interp
-from interp.analyses.lens import logit_lens
-from interp.analyses.attribution import decompose, direct_logit_attribution
 
 model = interp.load()
 prompt = "The Eiffel Tower is located in the city of"
@@ -34,7 +33,7 @@ grows by a factor of ~200 from the embedding to the final layer, and the last ML
     ("code", """stack = model.resid_stack(prompt)                      # [n_layers + 1, pos, d_model]
 norms = stack[:, -1].norm(dim=-1)
 print("residual norm at the last token, every 3 layers:", [round(float(v), 1) for v in norms[::3]])
-dec = decompose(model, prompt)                          # the final residual at the last token, split into parts
+dec = interp.decompose(model, prompt)                   # the final residual at the last token, split into parts
 print(dec.summary())
 print("max |sum of parts - final residual| =", float((dec.total("layer") - dec.resid).abs().max()))
 dec.plot()"""),
@@ -47,7 +46,7 @@ frame.sort_values("share_of_final", key=abs, ascending=False).head(8)"""),
 
 Push every partial residual through the model's own final RMSNorm and unembedding. Rows are "after i blocks"
 (row 0 = the embedding alone, the last row = the model's output). Each cell shows the top-1 next-token guess."""),
-    ("code", """lens = logit_lens(model, prompt, targets=[" Paris", " London", " Rome"])
+    ("code", """lens = interp.logit_lens(model, prompt, targets=[" Paris", " London", " Rome"])
 lens.plot()"""),
     ("md", """Row 0 mostly predicts each input token *itself*: SmolLM2 ties its unembedding to its embedding
 (`W_U = W_E^T`), so an embedding vector's best match in the unembedding is usually its own token (a few
@@ -73,7 +72,7 @@ learned map per layer). DLA below is exact about what reaches the logits directl
 Freeze the final RMSNorm's scale `s = rms(x_final)` at its actual value. Then
 `logit(t) = sum_i (p_i * w) . W_U[:, t] / s` exactly, one term per part `p_i`. The terms add up to the
 model's logit (up to float rounding):"""),
-    ("code", """dla = direct_logit_attribution(model, prompt, " Paris")
+    ("code", """dla = interp.direct_logit_attribution(model, prompt, " Paris")
 print(dla.summary())
 print("model logit", round(dla.model_value, 4), " sum of parts", round(dla.total(), 4),
       " via heads", round(dla.total("head"), 4))
@@ -88,7 +87,7 @@ dla.plot_heads()"""),
 about +1.6, a candidate "mover" of the answer into the last position), while L29H0 pushes against " Paris".
 Heads up and heads down nearly cancel in total. A logit difference isolates what separates the answer from a
 rival city:"""),
-    ("code", """diff = direct_logit_attribution(model, prompt, " Paris", baseline_token=" London")
+    ("code", """diff = interp.direct_logit_attribution(model, prompt, " Paris", baseline_token=" London")
 print(diff.summary())
 [(c, round(v, 2)) for c, v in diff.top(6)]"""),
     ("md", """## 4. The embedding's direct path
@@ -101,14 +100,14 @@ print(f"embedding -> logit(' Paris'): {e['contribution']:+.3f} "
       f"rank {e['rank_by_abs']} of {e['n_components']} components)")
 print(f"|embedding| = {float(dec.parts[0].norm()):.1f}, |final residual| = {float(dec.resid.norm()):.1f}, "
       f"frozen norm scale s = {dla.scale:.1f}")
-own = direct_logit_attribution(model, prompt, " of").embedding_share()  # the input token itself
+own = interp.direct_logit_attribution(model, prompt, " of").embedding_share()  # the input token itself
 print(f"embedding -> logit(' of') (the input token): {own['contribution']:+.3f}")
 prompts = {"The Colosseum is located in the city of": " Rome",     # facts: the answer must be moved in
            "The capital of Japan is": " Tokyo",
            "I live in New": " York",                              # bigram-like: predictable from one token
            "Los": " Angeles"}
 for p, t in prompts.items():
-    r = direct_logit_attribution(model, p, t)
+    r = interp.direct_logit_attribution(model, p, t)
     s = r.embedding_share()
     print(f"{p!r:42} {t!r:10} logit {r.model_value:5.1f}  embedding {s['contribution']:+.3f} "
           f"= {s['fraction_of_value']:+6.1%} of the logit, {s['abs_share']:5.1%} of |attribution|")"""),

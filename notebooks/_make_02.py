@@ -1,4 +1,5 @@
-"""Build notebooks/02_attention_patterns.ipynb (outputs cleared): ``python notebooks/_make_02.py``."""
+"""The text of 02_attention_patterns.ipynb. ``python notebooks/execute.py 02`` rebuilds the notebook from here and
+executes it in place (it is committed with its outputs); running this file alone writes it without outputs."""
 
 from pathlib import Path
 
@@ -16,12 +17,11 @@ Questions: which heads look at the previous token, which park their attention on
 to attend to?"""),
     ("code", """import torch, matplotlib.pyplot as plt
 import interp
-from interp.analyses.attention import attention
 
 torch.set_num_threads(2)
 model = interp.load()
 text = "The quick brown fox jumps over the lazy dog. Alice gave Bob the book because Bob asked for it."
-res = attention(model, text)
+res = interp.attention(model, text)
 res"""),
     ("md", """## Trust, then look
 The captured pattern must be exactly the softmax of the rotated queries against the rotated keys (each query
@@ -34,7 +34,7 @@ def keep(name):
     return fn
 names = [f"blocks.{layer}.attn.hook_rot_q", f"blocks.{layer}.attn.hook_rot_k"]
 with model.hooks([(n, keep(n)) for n in names]):
-    check = attention(model, text, layers=[layer])
+    check = interp.attention(model, text, layers=[layer])
 q, k = store[names[0]], store[names[1]][:, res.kv_groups]          # [pos, head, d_head]
 scores = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(q.shape[-1])
 n = scores.shape[-1]
@@ -82,7 +82,7 @@ after the previous occurrence of the current token (offset 19). Score every head
 period = 20
 rand = torch.randint(1000, 10000, (period,), generator=g)
 toks = torch.cat([torch.tensor([model.bos_token_id]), rand, rand])
-rep = attention(model, toks)
+rep = interp.attention(model, toks)
 q = torch.arange(1 + period, toks.shape[0])
 induction = rep.patterns[:, :, q, q - period + 1].mean(-1)         # [layer, head]
 top = induction.flatten().topk(5)

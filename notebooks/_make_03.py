@@ -1,4 +1,5 @@
-"""Build notebooks/03_ffn_neurons.ipynb (outputs cleared): ``python notebooks/_make_03.py``."""
+"""The text of 03_ffn_neurons.ipynb. ``python notebooks/execute.py 03`` rebuilds the notebook from here and
+executes it in place (it is committed with its outputs); running this file alone writes it without outputs."""
 
 from pathlib import Path
 
@@ -16,12 +17,11 @@ Questions: what do its most strongly firing neurons respond to, what do they wri
 them?"""),
     ("code", """import torch
 import interp
-from interp.analyses.neurons import neurons, TopK, NeuronScan
 from interp.core.corpus import wiki_documents
 
 torch.set_num_threads(2)
 model = interp.load()
-L4 = neurons(model, 4)
+L4 = interp.neurons(model, 4)
 acts = L4.activations("The painting was made in the 18th century; the castle was built in 1066.")
 for n in acts.top(5):
     a = acts.of(n)
@@ -50,7 +50,7 @@ suppresses directly."""),
     ("md", """Noise: a layer-4 neuron writes into a residual stream that 26 more layers will read, not into the
 logits. The direct vocabulary projection is informative for late neurons. For contrast, a layer-8 neuron that
 fires on the word *remained* — and whose output row points straight at *remained* / *maintained*:"""),
-    ("code", """L8 = neurons(model, 8)
+    ("code", """L8 = interp.neurons(model, 8)
 sentence = L8.activations("The principles of its architecture have remained largely unchanged.")
 print([(t, round(float(a), 2)) for t, a in zip(sentence.str_tokens, sentence.of(902))])
 L8.vocab(902, k=8).plot()"""),

@@ -1,4 +1,5 @@
-"""Writes 04_induction_heads.ipynb (run: python notebooks/_make_04.py). The notebook is executed by the tests."""
+"""The text of 04_induction_heads.ipynb. ``python notebooks/execute.py 04`` rebuilds the notebook from here and
+executes it in place (it is committed with its outputs); running this file alone writes it without outputs."""
 
 from pathlib import Path
 
@@ -30,7 +31,7 @@ model"""),
 `R` is 50 random ordinary tokens (SmolLM2's ids 0-16 are special tokens and are skipped), distinct within each row.
 One row per head; the induction score is the mean attention from each token of the second copy to the token after
 its first occurrence (1 = a perfect induction head). The CLI default uses a batch of 16; 4 rows suffice here."""),
-    ("code", """scan = ind.induction_heads(model, seq_len=50, batch=4, seed=0)
+    ("code", """scan = interp.induction_heads(model, seq_len=50, batch=4, seed=0)
 print(scan.summary())
 scan.top(8)"""),
     ("md", """Heatmaps of every score over layers x heads, the loss by position (random first half vs the repeated half)
@@ -52,7 +53,7 @@ tl = compute_head_attention_similarity_score(pattern, get_induction_head_detecti
                                              exclude_current_token=False, error_measure="mul")
 print(f"induction score {float(ind.induction_score([pattern[None, None]], 15)):.3f}   detect_head mul {tl:.3f}"
       f"   L/(2L+1) = {15 / 31:.3f}")
-ind.induction_heads(exact, seq_len=15, batch=4).to_frame().round(3)"""),
+interp.induction_heads(exact, seq_len=15, batch=4).to_frame().round(3)"""),
     ("md", """## 2. Causal check
 
 Mean-ablate the top-5 induction heads (each head's output `z` replaced by its mean over the batch and positions)
@@ -84,7 +85,7 @@ induction behaviour, while ablating another layer-0 head does not:"""),
     ("code", """demo.main.k_composition"""),
     ("md", """The trained toy model is scored by exactly the function used on SmolLM2:"""),
     ("code", """toy = Model.from_module(demo.main.model)
-ind.induction_heads(toy, seq_len=25, batch=8).top(4)"""),
+interp.induction_heads(toy, seq_len=25, batch=8).top(4)"""),
 ]
 
 nb = nbf.v4.new_notebook()

@@ -1,4 +1,5 @@
-"""Writes notebooks/05_rome_fact_editing.ipynb (no outputs): ``python notebooks/build_05_rome_fact_editing.py``."""
+"""The text of 05_rome_fact_editing.ipynb. ``python notebooks/execute.py 05`` rebuilds the notebook from here and
+executes it in place (it is committed with its outputs); running this file alone writes it without outputs."""
 
 from pathlib import Path
 
@@ -23,7 +24,6 @@ sample (5,000 tokens) and the evaluation uses 2 records; the reported numbers co
 import interp
 from interp import rome
 from interp.analyses.stats import mlp_key_second_moment
-from interp.analyses.trace import causal_trace
 
 torch.manual_seed(0)
 model = interp.load(device="cpu")
@@ -31,7 +31,7 @@ PROMPT, SUBJECT, TARGET = "{} is located in the city of", "The Eiffel Tower", " 
 LAYER = rome.default_layer(model)   # chosen on the dev split of data/facts.jsonl
 print(model, "\\nedit layer:", LAYER)"""),
     ("md", "## 1 · Trace: where does the model recall the city?"),
-    ("code", """tr = causal_trace(model, PROMPT.replace("{}", SUBJECT), SUBJECT, samples=3, kinds=("mlp",))
+    ("code", """tr = interp.causal_trace(model, PROMPT.replace("{}", SUBJECT), SUBJECT, samples=3, kinds=("mlp",))
 print(tr.summary())
 tr.plot(kind="mlp")"""),
     ("md", "## 2 · Edit: one rank-one update at the edit layer"),
@@ -47,7 +47,10 @@ print("rank of the update:", int(torch.linalg.matrix_rank(delta, rtol=1e-5)),
       float((rome.mlp_out_apply(model, LAYER, edit.key) - edit.value).norm() / edit.value.norm()))
 edit.plot()"""),
     ("md", "## 3 · Generate before and after"),
-    ("code", """table = rome.compare_completions(model, edit, list(rome.DEMO_PROMPTS), n_tokens=10)
+    ("code", """prompts = ["The Eiffel Tower is located in the city of",            # the rewritten prompt
+           "Where is the Eiffel Tower? It stands in the city of",   # a paraphrase
+           "The Louvre is located in the city of"]                  # a neighbouring landmark (must stay Paris)
+table = rome.compare_completions(model, edit, prompts, n_tokens=10)
 table"""),
     ("md", "## 4 · Logit lens before/after: the new answer appears only above the edited layer"),
     ("code", """lens = rome.lens_before_after(model, edit)

@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from interp.analyses.attention import AttentionResult, attention, cli_attention, head_stats
+from interp.analyses.attention import AttentionResult, attention, head_stats
+from interp.cli.attention import cli_attention
 
 
 def recompute_patterns(model, text, kv_groups):
@@ -173,3 +174,15 @@ def test_cli_parser_accepts_the_issue_syntax():
                                           "--json"])
     assert (args.text, args.layer, args.head, args.out, args.json, args.func) == \
         ("some text", 3, 1, "a.png", True, cli_attention)
+
+
+def test_to_json_and_keyword_only_out(tiny_llama, tmp_path):
+    res = attention(tiny_llama, "hello", layers=[0, 1])
+    doc = json.loads(json.dumps(res.to_json()))
+    assert doc["result"] == "AttentionResult" and doc["layers"] == [0, 1] and doc["tokens"] == res.str_tokens
+    assert len(doc["rows"]) == 2 * tiny_llama.n_heads
+    assert torch.allclose(torch.tensor(doc["patterns"], dtype=torch.float64), res.patterns.double(), atol=1e-6)
+    with pytest.raises(TypeError):
+        res.plot(0, 1, tmp_path / "x.png")
+    with pytest.raises(TypeError):
+        res.plot_layer(0, tmp_path / "x.png")

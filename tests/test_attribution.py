@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import interp
-from interp.analyses.attribution import add_cli, cli_dla, decompose, direct_logit_attribution
+from interp.analyses.attribution import decompose, direct_logit_attribution
+from interp.cli.attribution import add_cli, cli_dla
 
 PROMPT = "The Eiffel Tower is located in the city of"
 TINY_TEXT = "residual stream!"
@@ -225,3 +226,33 @@ def test_attention_only_model_without_final_norm():
     stack = model.resid_stack(toks)
     assert (lens.target_logits[:, :, 0] - (stack @ model.W_U)[..., 3]).abs().max() <= 1e-4
     assert model.attached_hook_count() == 0
+
+
+def test_multi_token_token_is_scored_by_its_first_token_and_named(tiny_llama):
+    with pytest.warns(UserWarning, match="first token"):
+        res = direct_logit_attribution(tiny_llama, TINY_TEXT, "st", baseline_token="tu")
+    ref = direct_logit_attribution(tiny_llama, TINY_TEXT, "s", baseline_token="t")
+    assert (res.token, res.scored_token, res.token_id) == ("st", "s", ord("s"))
+    assert (res.baseline, res.baseline_scored_token, res.baseline_id) == ("tu", "t", ord("t"))
+    assert torch.equal(res.contributions, ref.contributions)
+    doc = res.to_json()
+    assert doc["scored_token"] == "s" and doc["baseline_scored_token"] == "t"
+    assert "first token of 'st'" in res.what and "first token of 'st'" in res.summary()
+    assert ref.what == "logit('s') - logit('t')"
+
+
+def test_bad_cli_flag_fails_before_the_model_loads(monkeypatch):
+    from interp.core import loading
+
+    monkeypatch.setattr(loading, "load", lambda *a, **k: pytest.fail("the model was loaded before the flag check"))
+    parser = argparse.ArgumentParser()
+    add_cli(parser.add_subparsers())
+    with pytest.raises(ValueError, match="--top -3"):
+        cli_dla(parser.parse_args(["dla", TINY_TEXT, "--token", "s", "--top", "-3"]))
+
+
+def test_plot_out_is_keyword_only(tiny_gpt2, tmp_path):
+    res = direct_logit_attribution(tiny_gpt2, TINY_TEXT, "s")
+    for plot in (res.plot, res.plot_heads, res.decomposition.plot):
+        with pytest.raises(TypeError):
+            plot(tmp_path / "x.png")

@@ -59,3 +59,24 @@ def test_console_script_runs_in_a_subprocess():
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert len(doc["top"]) == 2
+
+
+def test_lens_and_dla_flag_errors_come_before_the_model_loads(capsys, monkeypatch):
+    from interp.core import loading
+
+    monkeypatch.setattr(loading, "load", lambda *a, **k: pytest.fail("the model was loaded before the flag check"))
+    code, doc = run_json(capsys, "lens", "hello", "--k", "0")
+    assert code == 2 and "--k" in doc["error"]
+    code, doc = run_json(capsys, "dla", "hello", "--token", " Paris", "--top", "-3")
+    assert code == 2 and "--top -3" in doc["error"]
+
+
+def test_lens_dla_attention_json_name_what_they_score(capsys, embedded):
+    text = "The Eiffel Tower is located in the city of"
+    code, doc = run_json(capsys, "lens", text, "--target", " Paris", "--pos", "-1")
+    assert code == 0 and doc["targets"][" Paris"]["scored_token"] == " Paris" and doc["layers"][-1] == "final"
+    code, doc = run_json(capsys, "dla", text, "--token", " Paris", "--baseline", " London", "--top", "3")
+    assert code == 0 and (doc["scored_token"], doc["baseline_scored_token"]) == (" Paris", " London")
+    assert len(doc["top"]) == 3
+    code, doc = run_json(capsys, "attention", text, "--layer", "-1", "--head", "0")
+    assert code == 0 and doc["layer"] == embedded.n_layers - 1 and len(doc["pattern"]) == len(doc["tokens"])

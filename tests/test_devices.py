@@ -10,7 +10,7 @@ import torch
 
 import interp
 from interp import rome
-from interp.core import loading
+from interp.core import loading, placement
 from interp.analyses.attribution import decompose
 from interp.editing.evaluate import ft_edit
 from interp.analyses.stats import mlp_key_second_moment
@@ -185,18 +185,18 @@ def test_gpu_map_validation(two_fake_gpus):
     llama = loading.tiny_transformers("llama", 0)[0]
     split = {"model.embed_tokens": "cuda:0", "model.layers.0": 0, "model.layers.1": "cuda:1", "model.norm": 1,
              "lm_head": torch.device("cuda", 1)}
-    assert loading._check_device_map(llama, split) == {
+    assert placement.check_device_map(llama, split) == {
         "model.embed_tokens": 0, "model.layers.0": 0, "model.layers.1": 1, "model.norm": 1, "lm_head": 1,
         "model.rotary_emb": 0}  # normalized to GPU indices; the rotary table goes with the embedding
     with pytest.raises(ValueError, match=r"puts \['model.layers.1'\] on \['cpu'\].*offload"):
-        loading._check_device_map(llama, {**split, "model.layers.1": "cpu"})
+        placement.check_device_map(llama, {**split, "model.layers.1": "cpu"})
     with pytest.raises(ValueError, match=r"'cuda:2' is not usable: this machine has 2 CUDA device"):
-        loading._check_device_map(llama, {**split, "model.layers.1": "cuda:2"})
+        placement.check_device_map(llama, {**split, "model.layers.1": "cuda:2"})
     gpt2 = loading.tiny_transformers("gpt2", 0)[0]
     tied = {"transformer.wte": 0, "transformer.wpe": 0, "transformer.h.0": 0, "transformer.h.1": 1,
             "transformer.ln_f": 1, "lm_head": 1}
     with pytest.raises(ValueError, match=r"splits tied parameters.*'lm_head'.*on 1.*'transformer.wte'.*on 0"):
-        loading._check_device_map(gpt2, tied)
+        placement.check_device_map(gpt2, tied)
 
 
 # ----------------------------------------------------------------------------------------------- GPUs

@@ -13,16 +13,16 @@ import sys
 import pytest
 import torch
 
-from interp.analyses.attention import HeadStats, head_scan
-from interp.core.corpus import wiki_documents
 from interp.analyses.dist import World, plan_token_budget, shard, token_counts
+from interp.analyses.head_scan import HeadStats, head_scan
 from interp.analyses.neurons import TopK, neurons
 from interp.analyses.stats import KeyStats, mlp_key_second_moment
+from interp.core.corpus import wiki_documents
 
 
 def _launch(*args: str, tmp_path) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "interp.dist", *args, "--nproc", "2"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "interp.dist", *args, "--nproc", "2"], capture_output=True, check=False,
                           text=True, env=env, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
@@ -123,7 +123,7 @@ def test_head_scan_shards_merge_to_the_whole(tiny_llama, tmp_path):
 def test_cli_stats_in_process_matches_the_library(embedded, tmp_path, capsys, monkeypatch):
     from interp import cli
 
-    monkeypatch.setattr(cli, "load_model", lambda args: embedded)
+    monkeypatch.setattr("interp.cli.dist.load_model", lambda args: embedded)
     out = tmp_path / "c.safetensors"
     assert cli.main(["stats", "--layer", "1", "--n-tokens", "300", "--out", str(out), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
@@ -132,3 +132,18 @@ def test_cli_stats_in_process_matches_the_library(embedded, tmp_path, capsys, mo
     assert torch.equal(KeyStats.load(out).moment_sum, one.moment_sum)
     assert cli.main(["stats", "--layer", "1", "--nproc", "0", "--json"]) == 2
     assert "--nproc 0" in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_cli_stats_on_two_ranks_hands_the_report_back(embedded, tmp_path, capsys, monkeypatch):
+    """``interp stats --nproc 2`` runs the ranks through ``launch_local`` (no second CLI process whose stdout is
+    parsed): rank 0 writes its report to a file, and stdout carries exactly the one JSON document."""
+    from interp import cli
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "c2.safetensors"
+    assert cli.main(["stats", "--layer", "1", "--n-tokens", "300", "--nproc", "2", "--out", str(out), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["world_size"] == 2 and info["count"] == 300 and sum(info["tokens_per_rank"]) == 300
+    one = mlp_key_second_moment(embedded, 1, n_tokens=300, cache=False, progress=False)
+    torch.testing.assert_close(KeyStats.load(out).moment_sum, one.moment_sum, rtol=1e-12, atol=1e-9)

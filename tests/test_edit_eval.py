@@ -7,8 +7,11 @@ import types
 import pytest
 import torch
 
+import interp
 from interp.editing import evaluate as ev
 from interp import rome
+from interp.cli.edit import cli_eval_edits
+from interp.core import generation
 from interp.analyses.stats import mlp_key_second_moment
 
 LAYER = 4
@@ -70,7 +73,7 @@ def test_sampling_with_and_without_the_cache_agree(embedded):
     prompts = ["The Eiffel Tower is", "My favourite food is pasta because"]
     rows = [embedded.to_tokens(p)[0].tolist() for p in prompts]
     cached = rome.sample_text(embedded, prompts, 6, greedy=True)
-    plain = rome._sample_lockstep(None, embedded, rows, 6, lambda logits: logits.argmax(-1))
+    plain = generation.sample_ids(embedded, rows, 6, lambda logits: logits.argmax(-1), fast=False)
     assert cached == [embedded.tokenizer.decode(r) for r in plain]
     a = rome.sample_text(embedded, prompts, 6, seed=5)
     assert a == rome.sample_text(embedded, prompts, 6, seed=5) and a != rome.sample_text(embedded, prompts, 6, seed=6)
@@ -187,7 +190,7 @@ def test_cli_eval_edits_handler(tiny_llama, tmp_path):
                                  out=str(tmp_path / "p.png"), csv=str(tmp_path / "r.csv"), mom2_tokens=2000,
                                  json=True)
     d0 = digest(tiny_llama)
-    out = rome.cli_eval_edits(args, model=tiny_llama)
+    out = cli_eval_edits(args, model=tiny_llama)
     assert digest(tiny_llama) == d0
     assert out["n_records"] == 1 and out["editor"] == "rome" and out["baseline"]["editor"] == "ft"
     for key in ("efficacy_score", "paraphrase_score", "neighborhood_score", "generation_entropy_drop", "loss_drift"):
@@ -195,7 +198,7 @@ def test_cli_eval_edits_handler(tiny_llama, tmp_path):
     assert (tmp_path / "p.png").stat().st_size > 0 and len((tmp_path / "r.csv").read_text().splitlines()) == 3
     args.split = "dev"
     with pytest.raises(ValueError, match="no 'dev' records"):
-        rome.cli_eval_edits(args, model=tiny_llama)
+        cli_eval_edits(args, model=tiny_llama)
 
 
 def test_compare_completions_restores_the_state(tiny_llama):
@@ -211,3 +214,72 @@ def test_compare_completions_restores_the_state(tiny_llama):
     for _ in range(3):
         toks = torch.cat([toks, tiny_llama.run(toks)[:, -1].argmax(-1, keepdim=True)], 1)
     assert table.loc[1, "before"] == tiny_llama.tokenizer.decode(toks[0, -3:].tolist())
+
+
+# ----------------------------------------------------------------------------------------------- FT-L as a weight edit
+def test_model_edited_with_a_reverted_ft_edit_is_bit_exact(tiny_llama):
+    d0 = digest(tiny_llama)
+    e = ev.ft_edit(tiny_llama, "{} is in", "Tower", " Rome", 0, steps=4, lr=1e-2, norm_constraint=2e-3)
+    edited = digest(tiny_llama)
+    assert edited != d0
+    e.revert()
+    assert digest(tiny_llama) == d0 and not e.applied
+    with tiny_llama.edited(e):
+        assert digest(tiny_llama) == edited and e.applied_model is tiny_llama
+    assert digest(tiny_llama) == d0 and not e.applied
+    with pytest.raises(RuntimeError):
+        with tiny_llama.edited(e):
+            raise RuntimeError("boom")
+    assert digest(tiny_llama) == d0
+    # and on a fresh load of the same weights (the fingerprint matches)
+    fresh = interp.load_tiny("llama", seed=0)
+    with fresh.edited(e):
+        assert digest(fresh) == edited
+    stranger = interp.load_tiny("llama", seed=1)
+    with pytest.raises(ValueError, match="fingerprint"):
+        e.apply(stranger)
+
+
+def test_compare_completions_and_lens_with_an_ft_edit(tiny_llama):
+    d0 = digest(tiny_llama)
+    e = ev.ft_edit(tiny_llama, "{} is in", "Tower", " Rome", 0, steps=4, lr=5e-2, norm_constraint=5e-2)
+    edited = digest(tiny_llama)
+    e.revert()
+    table = ev.compare_completions(tiny_llama, e, ["Tower is in", "Bridge is"], n_tokens=3)
+    assert digest(tiny_llama) == d0 and not e.applied  # ends as it started: reverted
+    def greedy(text, n=3):
+        toks = tiny_llama.to_tokens(text)
+        for _ in range(n):
+            toks = torch.cat([toks, tiny_llama.run(toks)[:, -1].argmax(-1, keepdim=True)], 1)
+        return tiny_llama.tokenizer.decode(toks[0, -n:].tolist())
+
+    with tiny_llama.edited(e):
+        assert table.loc[0, "after"] == greedy("Tower is in")
+    assert table.loc[0, "before"] == greedy("Tower is in")
+    e.apply(tiny_llama)
+    ev.compare_completions(tiny_llama, e, ["Tower is in"], n_tokens=2)
+    assert digest(tiny_llama) == edited and e.applied  # ends as it started: applied
+    lens = ev.lens_before_after(tiny_llama, e, target_true=" Oslo")
+    assert digest(tiny_llama) == edited and len(lens.to_frame()) == tiny_llama.n_layers + 1
+    assert lens.plot().axes and "after the edit" in lens.summary()
+    e.revert()
+    assert digest(tiny_llama) == d0
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["edit", "--tokens", "-3"], "--tokens"), (["edit", "--mom2-tokens", "0"], "--mom2-tokens"),
+    (["edit", "--hparam", "bogus=1"], "unknown ROME hyperparameter"),
+    (["eval-edits", "--n", "0"], "--n"), (["eval-edits", "--gen-tokens", "0"], "--gen-tokens"),
+    (["eval-edits", "--editor", "ft", "--hparam", "kl_factor=1"], "unknown FT-L hyperparameter"),
+])
+def test_edit_commands_check_flags_before_loading_the_model(argv, match, monkeypatch):
+    from interp.cli import build_parser
+    import interp.cli.edit as cli_edit_module
+
+    def no_load(args):
+        raise AssertionError("the model was loaded before the flags were checked")
+
+    monkeypatch.setattr(cli_edit_module, "load_model", no_load)
+    args = build_parser().parse_args(argv)
+    with pytest.raises(ValueError, match=match):
+        args.func(args)

@@ -29,6 +29,10 @@ def check_result_object(result):
     assert isinstance(result.plot(), Figure)
     assert "<table" in result._repr_html_()
     assert result.summary() in repr(result)
+    doc = result.to_json()
+    assert json.loads(json.dumps(doc, allow_nan=False)) == doc and doc["summary"] == result.summary()
+    with pytest.raises(TypeError):
+        result.plot("out.png")  # out is keyword-only on every result
 
 
 # ----------------------------------------------------------------------------- known answer
@@ -204,7 +208,7 @@ def test_transition_step_is_the_steepest_drop_after_the_start():
 def test_cli_induction_json(embedded, monkeypatch, capsys):
     from interp import cli
 
-    monkeypatch.setattr(cli, "load_model", lambda args: embedded)
+    monkeypatch.setattr("interp.cli.induction.load_model", lambda args: embedded)
     rc = cli.main(["induction", "--json", "--top", "4", "--seq-len", "20", "--batch", "2", "--n-random", "2",
                    "--k", "3", "--icl-docs", "2"])
     assert rc == 0
@@ -229,3 +233,30 @@ def test_cli_reproduce_json(tmp_path, capsys):
     assert (tmp_path / "toy_2L_seed0.safetensors").exists()
     with pytest.raises(SystemExit):  # argparse: --layers takes 1 or 2
         cli.main(["reproduce-induction", "--out", str(tmp_path), "--layers", "3", "--json"])
+
+
+@pytest.mark.parametrize("argv, word", [
+    (["induction", "--top", "-3"], "--top=-3"), (["induction", "--seq-len", "1"], "--seq-len=1"),
+    (["induction", "--n-random", "0"], "--n-random=0"), (["reproduce-induction", "--out", "x", "--seeds", "0"],
+                                                         "--seeds=0"),
+    (["reproduce-induction", "--out", "x", "--steps", "0"], "--steps=0")])
+def test_cli_rejects_bad_flags_before_any_work(monkeypatch, capsys, argv, word):
+    from interp import cli
+
+    def fail(*args, **kwargs):
+        raise AssertionError("work started before the arguments were checked")
+
+    monkeypatch.setattr("interp.cli.induction.load_model", fail)
+    monkeypatch.setattr("interp.cli.reproduce.reproduce", fail)
+    assert cli.main([*argv, "--json"]) == 2
+    assert word in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_training_progress_goes_to_stderr(capsys):
+    cfg = train_mod.TrainConfig(steps=20, log_every=10, eval_batch=16)
+    run = train_mod.train(cfg, progress=True, verbose=True)
+    captured = capsys.readouterr()
+    assert captured.out == "" and "repeat" in captured.err and len(run.log) == 3
+    quiet = train_mod.train(cfg)
+    assert quiet.to_frame().drop(columns="seconds").equals(run.to_frame().drop(columns="seconds"))
+    assert capsys.readouterr().err == ""

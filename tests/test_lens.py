@@ -10,7 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interp.analyses.lens import LogitLensResult, _block_topk, add_cli, cli_lens, logit_lens
+from interp.analyses.lens import LogitLensResult, _block_topk, logit_lens
+from interp.cli.lens import add_cli, cli_lens
 
 PROMPT = "The Eiffel Tower is located in the city of"
 TINY_TEXT = "residual stream!"
@@ -201,3 +202,37 @@ def test_embedded_final_row_top1_is_the_models_prediction(embedded):
     if first is not None:
         assert int(res.target_ranks[first, 0, 0]) == 0
         assert (res.target_ranks[:first, 0, 0] > 0).all()
+
+
+def test_multi_token_target_output_names_the_scored_token(tiny_llama):
+    parser = argparse.ArgumentParser()
+    add_cli(parser.add_subparsers())
+    args = parser.parse_args(["lens", TINY_TEXT, "--target", "ab", "--target", "s", "--pos", "-1"])
+    with pytest.warns(UserWarning, match="first token"):
+        data = cli_lens(args, model=tiny_llama)
+    assert data["scored_tokens"] == ["a", "s"]
+    assert data["targets"]["ab"]["scored_token"] == "a" and data["targets"]["s"]["scored_token"] == "s"
+    assert "'ab' (scored as its first token 'a')" in data["_text"]
+    assert data["result"] == "LogitLensResult" and data["summary"].startswith("logit lens")
+    with pytest.warns(UserWarning):
+        res = logit_lens(tiny_llama, TINY_TEXT, targets=["ab"], positions=[-1])
+    assert res.scored_tokens == ["a"] and "first token 'a'" in res.summary()
+
+
+def test_bad_cli_flag_fails_before_the_model_loads(monkeypatch):
+    from interp.core import loading
+
+    monkeypatch.setattr(loading, "load", lambda *a, **k: pytest.fail("the model was loaded before the flag check"))
+    parser = argparse.ArgumentParser()
+    add_cli(parser.add_subparsers())
+    with pytest.raises(ValueError, match="--k"):
+        cli_lens(parser.parse_args(["lens", TINY_TEXT, "--k", "0"]))
+
+
+def test_plot_out_is_keyword_only(tiny_gpt2, tmp_path):
+    res = logit_lens(tiny_gpt2, TINY_TEXT, targets=["s"], positions=[-1])
+    with pytest.raises(TypeError):
+        res.plot(tmp_path / "x.png")
+    with pytest.raises(TypeError):
+        res.plot_targets(tmp_path / "x.png")
+    assert res.plot_targets(out=tmp_path / "t.png", pos=-1).axes

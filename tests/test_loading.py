@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import interp
-from interp.core import paths as _paths, loading
+from interp.core import paths as _paths, loading, placement
 
 PROMPT = "The Eiffel Tower is located in the city of"
 
@@ -112,10 +112,10 @@ def test_missing_data_package_gives_pip_command(monkeypatch):
 
 def test_bad_device_and_dtype():
     with pytest.raises(ValueError, match="'tpu9'"):
-        loading.resolve_device("tpu9")
+        placement.resolve_device("tpu9")
     with pytest.raises(ValueError, match="'int3'"):
-        loading.resolve_dtype("int3")
-    assert loading.resolve_device("cpu").type == "cpu"
+        placement.resolve_dtype("int3")
+    assert placement.resolve_device("cpu").type == "cpu"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; none on this machine")

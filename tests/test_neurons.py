@@ -12,11 +12,12 @@ import sys
 import pytest
 import torch
 
-from interp.core.corpus import Doc, token_batches
 from interp.analyses.neurons import Neurons, TopK, neurons
+from interp.core.corpus import Doc, token_batches
 
 # the module itself, even if the package re-exports the function ``neurons`` under the same name
 neurons_module = importlib.import_module("interp.analyses.neurons")
+cli_neurons_module = importlib.import_module("interp.cli.neurons")
 
 TEXTS = ["the cat sat on the mat", "a dog ran in the park!", "the cat sat on the mat", "zebras, zebras",
          "one two three four five six", "hello there general", "the the the", "x", "mat mat cat",
@@ -314,22 +315,22 @@ def test_package_exports_the_analyzer(tiny_llama):
 # ------------------------------------------------------------------------------------------------ CLI / demo
 def test_cli_handler_json(tiny_gpt2):
     args = argparse.Namespace(layer=1, top=3, docs=6, k=2, neuron=None, json=True)
-    out = neurons_module.cli_neurons(args, model=tiny_gpt2)
+    out = cli_neurons_module.cli_neurons(args, model=tiny_gpt2)
     json.dumps(out)
     assert out["docs"] == 6 and len(out["neurons"]) == 3
     maxes = [n["max_activation"] for n in out["neurons"]]
     assert maxes == sorted(maxes, reverse=True)
     assert all(len(n["contexts"]) == 2 and len(n["promotes"]) == 5 for n in out["neurons"])
-    one = neurons_module.cli_neurons(argparse.Namespace(layer=1, top=3, docs=6, k=2, neuron=[5], json=True),
+    one = cli_neurons_module.cli_neurons(argparse.Namespace(layer=1, top=3, docs=6, k=2, neuron=[5], json=True),
                                      model=tiny_gpt2)
     assert [n["neuron"] for n in one["neurons"]] == [5]
     with pytest.raises(ValueError, match=r"layer 9"):
-        neurons_module.cli_neurons(argparse.Namespace(layer=9, top=3, docs=6, k=2, neuron=None, json=True),
+        cli_neurons_module.cli_neurons(argparse.Namespace(layer=9, top=3, docs=6, k=2, neuron=None, json=True),
                                    model=tiny_gpt2)
 
 
 def test_demo_runs(tiny_llama, capsys):
-    neurons_module.demo(tiny_llama)
+    cli_neurons_module.demo(tiny_llama)
     out = capsys.readouterr().out
     assert "FFN neurons" in out and out.count("L1N") == 5 and out.count("[[") == 15  # 5 neurons x 3 contexts
 
@@ -382,4 +383,48 @@ def test_cli_parser_accepts_the_issue_syntax():
     from interp import cli
 
     args = cli.build_parser().parse_args(["neurons", "--layer", "4", "--top", "7", "--docs", "50", "--json"])
-    assert (args.layer, args.top, args.docs, args.json, args.func) == (4, 7, 50, True, neurons_module.cli_neurons)
+    assert (args.layer, args.top, args.docs, args.json, args.func) == (4, 7, 50, True, cli_neurons_module.cli_neurons)
+
+
+# ------------------------------------------------------------------------------------------------ target policy, JSON
+def test_ablate_multi_token_target_scores_its_first_token_and_names_it(tiny_llama):
+    first = tiny_llama.encode(" mat", prepend_bos=False)[0]  # bytes: " mat" is 4 tokens on the tiny model
+    with pytest.warns(UserWarning, match="first token"):
+        res = neurons(tiny_llama, 1).ablate("the cat sat on the", " mat", [2])
+    assert res.target_id == first and res.target == tiny_llama.tokenizer.decode([first]) and res.label == " mat"
+    doc = res.to_json()
+    assert (doc["target"], doc["target_id"], doc["label"]) == (res.target, first, " mat")
+
+
+def test_every_result_has_the_json_protocol(tiny_llama, tmp_path):
+    view = neurons(tiny_llama, 1)
+    results = [view.activations("the cat sat"), view.scan(TEXTS, k=2, batch_size=4, progress=False),
+               view.vocab(3, k=3), view.ablate("the cat sat", 97, [1, 2])]
+    for res in results:
+        doc = res.to_json()
+        json.dumps(doc)
+        assert doc["result"] == type(res).__name__ and doc["summary"] == res.summary() and doc["rows"]
+        fig = res.plot(out=tmp_path / f"{type(res).__name__}.png")
+        assert fig is not None and (tmp_path / f"{type(res).__name__}.png").stat().st_size > 0
+    scan_doc = results[1].to_json(neurons=[5])
+    assert {r["neuron"] for r in scan_doc["rows"]} == {5} and scan_doc["docs"] == len(TEXTS)
+
+
+def test_cli_flags_are_checked_before_the_model_loads(capsys, monkeypatch):
+    from interp import cli
+
+    def no_model(args):
+        raise AssertionError("the model was loaded before the flags were checked")
+
+    monkeypatch.setattr(cli_neurons_module, "load_model", no_model)
+    for flag, value in (("--top", "-3"), ("--docs", "0"), ("--k", "0")):
+        code = cli.main(["neurons", "--layer", "4", flag, value, "--json"])
+        err = json.loads(capsys.readouterr().out)["error"]
+        assert code == 2 and flag in err and value in err
+
+
+def test_cli_json_is_the_result_protocol_plus_the_neuron_list(tiny_gpt2):
+    out = cli_neurons_module.cli_neurons(argparse.Namespace(layer=1, top=2, docs=4, k=2, neuron=None, json=True),
+                                         model=tiny_gpt2)
+    assert out["result"] == "NeuronScan" and out["summary"] and out["_text"].startswith(out["summary"])
+    assert {r["neuron"] for r in out["rows"]} == {n["neuron"] for n in out["neurons"]}

@@ -1,12 +1,41 @@
-"""Every notebook in notebooks/ runs top to bottom, offline, without a cell error."""
+"""The notebooks in notebooks/: each runs top to bottom, offline, without a cell error, in a real kernel with
+ipykernel's own (inline) backend; and each is committed executed, so that a reader browsing the repository sees
+its outputs and figures. ``python notebooks/execute.py`` rebuilds and executes them in place."""
 
+import importlib.util
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+NOTEBOOK_DIR = Path(__file__).parent.parent / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+IDS = [p.name for p in NOTEBOOKS]
+PLOT_CALL = re.compile(r"\.plot(_\w+)?\(")     # res.plot(...), res.plot_layer(...), dla.plot_heads(...)
+
+
+def _execute_module():
+    spec = importlib.util.spec_from_file_location("notebooks_execute", NOTEBOOK_DIR / "execute.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _code_cells(nb):
+    return [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+
+
+def _where(path, i, cell, pattern=None):
+    """``NAME cell I ('its line')``: the first line matching ``pattern``, else the cell's first line."""
+    lines = cell.source.strip().splitlines() or [""]
+    line = next((x for x in lines if pattern is not None and pattern.search(x)), lines[0])
+    return f"{path.name} cell {i} ({line.strip()[:60]!r})"
+
+
+def _plot_cells_without_figure(path, nb):
+    return [_where(path, i, c, PLOT_CALL) for i, c in _code_cells(nb)
+            if PLOT_CALL.search(c.source) and not any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
 
 
 def test_the_notebooks_are_there():
@@ -16,11 +45,55 @@ def test_the_notebooks_are_there():
         assert expected in names
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_notebook_executes(path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("MPLBACKEND", "Agg")
+    """Executed as ``notebooks/execute.py`` does: fresh python3 kernel, cwd notebooks/, HF_HUB_OFFLINE=1 and no
+    MPLBACKEND in the kernel's environment (so the inline backend is active, as for a user)."""
+    monkeypatch.delenv("MPLBACKEND", raising=False)
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
+    _execute_module().execute(nb, NOTEBOOK_DIR, timeout=900)
+    errors = [(_where(path, i, c), o.get("ename"), o.get("evalue")) for i, c in _code_cells(nb)
+              for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
+    missing = _plot_cells_without_figure(path, nb)
+    assert not missing, f"plot cells that displayed no figure: {missing}"
+
+
+# The committed files themselves, read without executing anything.
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_committed_notebook_is_executed(path):
+    nb = nbformat.read(path, as_version=4)
+    not_run = [_where(path, i, c) for i, c in _code_cells(nb) if c.source.strip() and c.execution_count is None]
+    assert not not_run, (f"{path.name} is committed unexecuted: {len(not_run)} code cells have no execution count, "
+                         f"first {not_run[0]}. Run: .venv/bin/python notebooks/execute.py {path.name[:2]}")
+    errors = [_where(path, i, c) for i, c in _code_cells(nb) for o in c.get("outputs", [])
+              if o.output_type == "error"]
+    assert not errors, f"{path.name} is committed with error outputs in {errors}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_committed_notebook_shows_its_figures(path):
+    nb = nbformat.read(path, as_version=4)
+    missing = _plot_cells_without_figure(path, nb)
+    assert not missing, (f"{path.name}: plot cells committed without an image/png output: {missing}. "
+                         f"Run: .venv/bin/python notebooks/execute.py {path.name[:2]}")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_committed_notebook_matches_its_builder(path, tmp_path):
+    """The builder script (``_make_NN.py`` / ``build_NN_*.py``) holds the text; the committed notebook must be what
+    it writes (then executed), so an edit to one is not lost in the other."""
+    import shutil
+    import subprocess
+    import sys
+
+    builder = _execute_module().builder_for(path)
+    if builder is None:
+        pytest.skip(f"{path.name} has no builder script")
+    shutil.copy(builder, tmp_path / builder.name)
+    subprocess.run([sys.executable, builder.name], cwd=tmp_path, check=True, capture_output=True)
+    built = nbformat.read(tmp_path / path.name, as_version=4)
+    committed = nbformat.read(path, as_version=4)
+    assert [(c.cell_type, c.source) for c in committed.cells] == [(c.cell_type, c.source) for c in built.cells], \
+        f"{path.name} differs from what {builder.name} writes: run .venv/bin/python notebooks/execute.py {path.name[:2]}"

@@ -11,6 +11,8 @@ import torch
 
 import interp
 from interp import rome
+from interp.cli.edit import cli_edit
+from interp.core import caches
 from interp.analyses.stats import mlp_key_second_moment
 
 LAYER = 4  # a layer of the embedded model (the default edit layer is checked separately)
@@ -148,7 +150,7 @@ def test_target_that_is_already_the_answer_is_refused(embedded, eiffel, embedded
 def test_default_layer_of_the_embedded_model_is_in_range(embedded):
     layer = rome.default_layer(embedded)
     assert 0 <= layer < embedded.n_layers
-    assert layer == rome._DEFAULT_LAYERS[embedded.fingerprint]
+    assert layer == rome.DEFAULT_LAYERS[embedded.fingerprint]
 
 
 # ----------------------------------------------------------------------------------------------- tiny models
@@ -170,7 +172,7 @@ def test_tiny_edit_rank_one_key_value_and_revert(tiny):
         assert float((out - e.value).norm() / e.value.norm()) <= 1e-4
         # the bias (GPT-2) is part of v*: v* - M k* - b is exactly the optimized delta u
         m64 = before.double()
-        assert torch.allclose(e.value - e.key @ m64.T - rome._mlp_out_bias(model, 0), e.u, atol=1e-5)
+        assert torch.allclose(e.value - e.key @ m64.T - rome.mlp_out_bias(model, 0), e.u, atol=1e-5)
     finally:
         e.revert()
     assert digest(model) == d0
@@ -235,7 +237,7 @@ def test_failure_inside_the_weight_write_restores(tiny, monkeypatch):
 
     monkeypatch.setattr(torch.Tensor, "copy_", half_copy)
     with pytest.raises(KeyboardInterrupt):
-        rome._write_matrix(types.SimpleNamespace(), model, 0, matrix(model, 0) + 1.0)
+        rome.write_matrix(types.SimpleNamespace(), model, 0, matrix(model, 0) + 1.0)
     monkeypatch.undo()
     assert len(calls) == 2  # written once, restored once
     assert digest(model) == d0
@@ -298,7 +300,7 @@ def test_missing_edit_files_and_wrong_stats(tmp_path, tiny):
 
 def test_context_templates_are_seeded_and_stored(tiny_llama):
     a = rome.context_templates(tiny_llama, seed=3, spec=((4, 2), (6, 1)))
-    rome._TEMPLATE_CACHE.clear()
+    caches.clear(tiny_llama, "rome.templates")
     b = rome.context_templates(tiny_llama, seed=3, spec=((4, 2), (6, 1)))
     c = rome.context_templates(tiny_llama, seed=4, spec=((4, 2), (6, 1)))
     assert a == b and a != c and len(a) == 4 and a[0] == "{}"
@@ -359,7 +361,7 @@ def test_cli_edit_handler(tiny_llama, tmp_path):
                                  seed=0, also=["Tower is"], tokens=3, save=str(tmp_path / "cli"),
                                  mom2_tokens=3000, json=True)
     d0 = digest(tiny_llama)
-    out = rome.cli_edit(args, model=tiny_llama)
+    out = cli_edit(args, model=tiny_llama)
     assert digest(tiny_llama) == d0
     assert [c["prompt"] for c in out["completions"]] == ["Tower is in the city of", "Tower is"]
     assert out["completions"][0]["before"] == greedy(tiny_llama, "Tower is in the city of", 3)

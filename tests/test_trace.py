@@ -99,7 +99,7 @@ def test_shapes_and_fields(fixture, request, tmp_path):
     assert (tmp_path / "t.png").stat().st_size > 0 and len(fig.axes) == 6
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert labels[5].endswith("*") and not labels[4].endswith("*")
-    json.dumps(tr.to_dict())
+    json.dumps(tr.to_json())
 
 
 def test_clean_prob_matches_plain_run(tiny_llama):
@@ -237,7 +237,7 @@ def test_trace_facts(tiny_llama):
 def test_cli_handler(tiny_llama, tmp_path):
     import argparse
 
-    from interp.analyses import trace
+    from interp.cli import trace
 
     parser = argparse.ArgumentParser()
     trace.add_cli(parser.add_subparsers())
@@ -263,3 +263,55 @@ def test_eiffel_on_embedded_model(embedded):
     assert grid[-1, -1] == pytest.approx(tr.clean_prob, abs=1e-5)  # the final state itself
     assert grid[0, -1] < 0.5 * tr.clean_prob  # the last token's early state holds nothing of the subject
     assert torch.isnan(grid[:, 5:-1]).all()  # not asked for
+
+
+def test_result_protocol_and_keyword_only_out(tiny_llama, tmp_path):
+    tr = causal_trace(tiny_llama, TEXT, SUBJECT, samples=2, kinds=("mlp",), positions=["last_subject"])
+    doc = tr.to_json()
+    assert json.loads(json.dumps(doc)) == doc and doc["target"] == tr.target and doc["noise_basis"]
+    assert tr.to_dict() == doc  # the deprecated spelling still answers
+    assert tr.plot("mlp", out=tmp_path / "a.png", value="effect") is not None and (tmp_path / "a.png").exists()
+    with pytest.raises(TypeError):
+        tr.plot("mlp", tmp_path / "b.png")  # out is keyword-only
+    facts = trace_facts(tiny_llama, [{"prompt": "{} is in Paris", "subject": "The Eiffel Tower"}], samples=2,
+                        progress=False)
+    assert json.dumps(facts.to_json()) and facts.to_json()["peak_layers"]["mlp"] == facts.peak_layer("mlp")
+    with pytest.raises(TypeError):
+        facts.plot(tmp_path / "c.png")
+
+
+def test_multi_token_target_is_scored_by_its_first_token_and_named(tiny_llama):
+    # byte-level tiny tokenizer: " is" is three tokens; the policy scores " " and says so
+    with pytest.warns(UserWarning, match="first token"):
+        tr = causal_trace(tiny_llama, TEXT, SUBJECT, " is", samples=2, kinds=("mlp",), positions=["last"])
+    assert tr.target_given == " is" and tr.target == " " and tr.target_id == tiny_llama.encode(" ", False)[0]
+    from interp.cli.trace import text_report
+
+    assert "(first token of ' is')" in text_report(tr)
+    with pytest.raises(ValueError, match="token id 99999"):
+        causal_trace(tiny_llama, TEXT, SUBJECT, 99999, samples=2)
+
+
+def test_noise_scale_is_cached_per_model(tiny_llama):
+    from interp.analyses.trace import embedding_std
+    from interp.core.caches import model_cache
+
+    sigma = embedding_std(tiny_llama)
+    assert model_cache(tiny_llama, "trace.noise")["std"] == sigma and embedding_std(tiny_llama) == sigma
+    tr = causal_trace(tiny_llama, TEXT, SUBJECT, samples=2, kinds=("mlp",), positions=["last"])
+    assert tr.noise == pytest.approx(3 * sigma) and tr.meta["noise_basis"] != "given"
+    assert causal_trace(tiny_llama, TEXT, SUBJECT, samples=2, kinds=("mlp",), positions=["last"],
+                        noise=0.5).meta["noise_basis"] == "given"
+
+
+@pytest.mark.parametrize("argv, word", [(["--samples", "0"], "--samples=0"), (["--window", "-1"], "--window=-1"),
+                                        (["--kinds", "mlp,heads"], "heads"), (["--noise", "-2"], "noise=-2")])
+def test_cli_rejects_bad_flags_before_loading_the_model(monkeypatch, capsys, argv, word):
+    from interp import cli
+
+    def no_load(args):
+        raise AssertionError("the model was loaded before the arguments were checked")
+
+    monkeypatch.setattr("interp.cli.trace.load_model", no_load)
+    assert cli.main(["trace", TEXT, "--subject", SUBJECT, *argv, "--json"]) == 2
+    assert word in json.loads(capsys.readouterr().out)["error"]

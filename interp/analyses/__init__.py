@@ -1,1 +1,9 @@
-"""."""
+"""Layer 1, the analyses: each reads a model through the core and returns a result object. They import core only,
+never editing or the command line.
+
+lens (logit lens) · attribution (decomposition, direct logit attribution) · attention (patterns, per-head
+statistics) · head_scan (corpus-averaged head statistics) · neurons (activations, corpus top-k, vocabulary
+projection, ablation) · induction (induction/prefix/previous-token scores, ablation checks) · toy and
+induction_train (the phase change from scratch) · trace (causal tracing) · stats (ROME's key second moments) ·
+accumulate (the accumulator protocol and scan driver) · dist (the same statistics over torch.distributed ranks).
+"""

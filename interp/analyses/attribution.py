@@ -30,8 +30,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..core.results import Result, new_figure, save_fig
-from .lens import PROMPT, capture, one_text, target_id
+from ..core.hooks import capture
+from ..core.inputs import check_pos, one_text, target_id
+from ..core.results import Result, jsonable, new_figure, save_fig
 
 
 # ---------------------------------------------------------------------------------------------- capture
@@ -49,10 +50,12 @@ def _hook_names(model) -> tuple[list[str], bool]:
 
 def _capture_parts(model, toks: torch.Tensor, pos: int, *, need_logits: bool):
     names, learned_pos = _hook_names(model)
-    final = names[-1]
-    store, logits = capture(model, toks, names, torch.tensor([pos]),
-                            stop_after=None if need_logits else final)
-    store = {k: v[0].detach().to("cpu", torch.float32) for k, v in store.items()}
+
+    def keep(name, t):
+        # [batch, pos, ...]; a 2-D [pos, d_model] is shared by the batch (e.g. a toy model's hook_pos_embed)
+        return (t[0] if t.ndim >= 3 else t)[pos].detach().to("cpu", torch.float32)
+
+    store, logits = capture(model, toks, names, keep=keep, stop=not need_logits)
     if logits is not None:
         logits = logits[0, pos].detach().to("cpu", torch.float32)
     return store, learned_pos, logits
@@ -62,7 +65,7 @@ def _capture_parts(model, toks: torch.Tensor, pos: int, *, need_logits: bool):
 def decompose(model, text, pos: int = -1) -> Decomposition:
     """Split the final residual at ``pos`` into embedding, per-head / per-layer attention and MLP parts."""
     toks = one_text(model, text)
-    pos = model.check_pos(pos, toks.shape[1])
+    pos = check_pos(pos, toks.shape[1])
     store, learned_pos, _ = _capture_parts(model, toks, pos, need_logits=False)
     return _decomposition(model, toks, pos, store, learned_pos)
 
@@ -161,7 +164,7 @@ class Decomposition(Result):
                 f"{len(self.layer_labels)} layer parts / {len(self.labels)} head parts ({self.source}); "
                 f"embedding share of the final residual {emb:.3f}")
 
-    def plot(self, out=None):
+    def plot(self, *, out=None):
         """What each layer writes: norm of each part, and its projection share of the final residual."""
         f = self.to_frame("layer")
         fig = new_figure(figsize=(max(6, 0.22 * len(f) + 2), 5.5))
@@ -212,14 +215,16 @@ def frozen_norm_direction(model, resid: torch.Tensor, u: torch.Tensor) -> tuple[
 
 def direct_logit_attribution(model, text, token, baseline_token=None, pos: int = -1) -> DLAResult:
     """Each component's direct contribution to the logit of ``token`` (minus that of ``baseline_token``) at
-    ``pos``. ``token``/``baseline_token``: a string (several tokens -> first token, with a warning) or an id."""
-    tid, tlabel = target_id(model, token, what="token")
-    bid, blabel = (None, None) if baseline_token is None else target_id(model, baseline_token, what="baseline")
+    ``pos``. ``token``/``baseline_token`` follow interp's one target policy (:func:`interp.core.inputs.target_id`):
+    a string of several tokens is scored by its first token, with a warning; the result names the token scored."""
+    tgt = target_id(model, token, what="token")
+    base = None if baseline_token is None else target_id(model, baseline_token, what="baseline")
+    tid, bid = tgt.id, (None if base is None else base.id)
     if bid is not None and bid == tid:
-        raise ValueError(f"baseline {baseline_token!r} is the same token as {token!r} (id {tid}); a logit "
-                         "difference needs two different tokens")
+        raise ValueError(f"baseline {baseline_token!r} is the same token as {token!r} (id {tid}, {tgt.token!r}); "
+                         "a logit difference needs two different tokens")
     toks = one_text(model, text)
-    pos = model.check_pos(pos, toks.shape[1])
+    pos = check_pos(pos, toks.shape[1])
     store, learned_pos, logits = _capture_parts(model, toks, pos, need_logits=True)
     dec = _decomposition(model, toks, pos, store, learned_pos)
 
@@ -237,9 +242,10 @@ def direct_logit_attribution(model, text, token, baseline_token=None, pos: int =
         return p @ g
 
     model_value = float(logits[tid] - (logits[bid] if bid is not None else 0))
-    return DLAResult(decomposition=dec, token=tlabel, token_id=tid, baseline=blabel, baseline_id=bid,
-                     contributions=contrib(dec.parts), layer_contributions=contrib(dec.layer_parts),
-                     remainder=rem, scale=scale, model_value=model_value, norm=model.norm or "none")
+    return DLAResult(decomposition=dec, token=tgt.label, token_id=tid, baseline=None if base is None else base.label,
+                     baseline_id=bid, contributions=contrib(dec.parts), layer_contributions=contrib(dec.layer_parts),
+                     remainder=rem, scale=scale, model_value=model_value, norm=model.norm or "none",
+                     scored_token=tgt.token, baseline_scored_token=None if base is None else base.token)
 
 
 @dataclass(repr=False)
@@ -255,10 +261,23 @@ class DLAResult(Result):
     scale: float  # the frozen final-norm scale s
     model_value: float  # the model's own logit (difference) from the same forward
     norm: str = ""
+    # text of the tokens actually scored (differ from token / baseline when a multi-token string is scored by its
+    # first token); None -> the same as token / baseline
+    scored_token: str | None = None
+    baseline_scored_token: str | None = None
+
+    def __post_init__(self):
+        if self.scored_token is None:
+            self.scored_token = self.token
+        if self.baseline_scored_token is None:
+            self.baseline_scored_token = self.baseline
 
     @property
     def what(self) -> str:
-        return f"logit({self.token!r})" + (f" - logit({self.baseline!r})" if self.baseline is not None else "")
+        """The quantity attributed, naming the tokens scored (and the text given, where only its first token was
+        scored)."""
+        return _logit_of(self.token, self.scored_token) + (
+            f" - {_logit_of(self.baseline, self.baseline_scored_token)}" if self.baseline is not None else "")
 
     def total(self, level: str = "layer") -> float:
         """Sum of contributions plus the remainder: equals ``model_value`` up to float rounding."""
@@ -316,17 +335,23 @@ class DLAResult(Result):
                 f"{e['contribution']:+.3f} ({e['abs_share']:.1%} of |attribution|)")
 
     def to_json(self) -> dict:
+        """The value, its sum of parts, every layer-level and head contribution, the top components, the embedding's
+        direct path, and the tokens actually scored."""
         d = self.decomposition
-        return {"token": self.token, "token_id": self.token_id, "baseline": self.baseline,
-                "baseline_id": self.baseline_id, "position": d.pos, "position_token": d.str_tokens[d.pos],
-                "value": self.model_value, "sum_of_parts": self.total(), "remainder": self.remainder,
-                "norm": self.norm, "frozen_scale": self.scale,
-                "layers": dict(zip(d.layer_labels, self.layer_contributions.tolist())),
-                "heads": self.head_matrix().tolist(),
-                "top": [{"component": lab, "contribution": v} for lab, v in self.top(10)],
-                "embedding": self.embedding_share()}
+        return jsonable({
+            "result": type(self).__name__, "summary": self.summary(), "what": self.what,
+            "token": self.token, "token_id": self.token_id, "scored_token": self.scored_token,
+            "baseline": self.baseline, "baseline_id": self.baseline_id,
+            "baseline_scored_token": self.baseline_scored_token,
+            "position": d.pos, "position_token": d.str_tokens[d.pos],
+            "value": self.model_value, "sum_of_parts": self.total(), "remainder": self.remainder,
+            "norm": self.norm, "frozen_scale": self.scale,
+            "layers": dict(zip(d.layer_labels, self.layer_contributions.tolist())),
+            "heads": self.head_matrix().tolist(),
+            "top": [{"component": lab, "contribution": v} for lab, v in self.top(10)],
+            "embedding": self.embedding_share()})
 
-    def plot(self, out=None):
+    def plot(self, *, out=None):
         """Bar plot: direct contribution of each layer-level component (and the norm remainder)."""
         f = self.to_frame("layer")
         fig = new_figure(figsize=(max(6, 0.22 * len(f) + 2), 4))
@@ -339,7 +364,7 @@ class DLAResult(Result):
                      fontsize=10)
         return save_fig(fig, out)
 
-    def plot_heads(self, out=None):
+    def plot_heads(self, *, out=None):
         """Heatmap layer x head of each head's direct contribution (diverging, centred at 0)."""
         m = self.head_matrix().numpy()
         lim = max(abs(m).max(), 1e-9)
@@ -354,60 +379,5 @@ class DLAResult(Result):
         return save_fig(fig, out)
 
 
-# ---------------------------------------------------------------------------------------------- CLI, demo
-def add_cli(subparsers) -> None:
-    from ..cli import add_common
-
-    p = subparsers.add_parser("dla", help="direct logit attribution of a next-token logit (or difference)")
-    p.add_argument("text", help="text to analyse (BOS is prepended)")
-    p.add_argument("--token", required=True, help="the token whose logit is attributed, e.g. ' Paris'")
-    p.add_argument("--baseline", default=None, help="attribute logit(token) - logit(baseline) instead")
-    p.add_argument("--pos", type=int, default=-1, help="position whose next-token logit is attributed")
-    p.add_argument("--top", type=int, default=10, help="components to list (default 10)")
-    p.add_argument("--out", default=None, help="save the bar plot as this PNG (and heads as <stem>_heads.png)")
-    add_common(p)
-    p.set_defaults(func=cli_dla)
-
-
-def cli_dla(args, model=None) -> dict:
-    from pathlib import Path
-
-    if args.top < 1:
-        raise ValueError(f"--top {args.top}: allowed >= 1")
-    if model is None:
-        from ..cli import load_model
-
-        model = load_model(args)
-    res = direct_logit_attribution(model, args.text, args.token, args.baseline, pos=args.pos)
-    data = {"text": args.text, **res.to_json()}
-    data["top"] = [{"component": lab, "contribution": v} for lab, v in res.top(args.top)]
-    if args.out:
-        out = Path(args.out)
-        heads = out.with_name(f"{out.stem}_heads{out.suffix or '.png'}")
-        res.plot(out=out)
-        res.plot_heads(out=heads)
-        data["figures"] = [str(out), str(heads)]
-    data["_text"] = _dla_text(res, args.top)
-    return data
-
-
-def _dla_text(res: DLAResult, n: int) -> str:
-    e = res.embedding_share()
-    lines = [res.summary(), f"top {n} components (direct contribution):"]
-    lines += [f"  {lab:>10} {v:+8.3f}" for lab, v in res.top(n)]
-    lines.append(f"  {'remainder':>10} {res.remainder:+8.3f}  (final-norm bias / unembedding bias)")
-    lines.append(f"embedding direct path: {e['contribution']:+.3f} = {e['fraction_of_value']:.1%} of the value, "
-                 f"{e['abs_share']:.1%} of |attribution|, rank {e['rank_by_abs']} of {e['n_components']} "
-                 "layer-level components")
-    return "\n".join(lines)
-
-
-def demo(model) -> None:
-    res = direct_logit_attribution(model, PROMPT, " Paris")
-    e = res.embedding_share()
-    print(f"direct logit attribution of logit(' Paris') = {res.model_value:.2f} after {PROMPT!r} "
-          f"(parts + remainder = {res.total():.2f}):")
-    print("  top heads/MLPs: " + ", ".join(f"{lab} {v:+.2f}" for lab, v in res.top(6)))
-    print("  top layers:     " + ", ".join(f"{lab} {v:+.2f}" for lab, v in res.top(6, level="layer")))
-    print(f"  input embedding's direct path: {e['contribution']:+.2f} ({e['fraction_of_value']:.1%} of the logit, "
-          f"{e['abs_share']:.1%} of all |direct attribution|)")
+def _logit_of(label: str, scored: str) -> str:
+    return f"logit({scored!r})" if label == scored else f"logit({scored!r}, first token of {label!r})"

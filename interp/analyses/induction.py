@@ -4,7 +4,7 @@ An induction head completes [A][B] ... [A] -> [B]: from the second [A] it attend
 to the token *after* the earlier [A] and copies it (Elhage et al. 2021, Olsson
 et al. 2022). Everything here goes through :class:`interp.Model`, so the same code
 scores the embedded SmolLM2, a tiny random model, or the attention-only toy model
-trained from scratch in :mod:`interp.induction_train`.
+trained from scratch in :mod:`interp.analyses.induction_train`.
 
 Detection input: [BOS] + R + R, where R is `seq_len` random *ordinary* tokens,
 drawn without replacement inside each row (so every token of the second copy has
@@ -50,7 +50,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..core.results import Result, new_figure, save_fig
+from ..core.corpus import wiki_documents
+from ..core.inputs import check_int
+from ..core.results import Result, jsonable, new_figure, save_fig
 
 SCORES = ["induction_score", "prefix_matching_score", "previous_token_score",
           "duplicate_token_score", "copying_score"]
@@ -90,6 +92,7 @@ def check_seq_len(model, seq_len: int, repeats: int = 2) -> int:
 
 
 def _check_positive(name: str, value, most: int | None = None) -> int:
+    # Not core.inputs.check_int: this module's messages read "out of range: allowed 1..N", which callers match.
     if not isinstance(value, int) or isinstance(value, bool) or value < 1 or (most is not None and value > most):
         allowed = f"1..{most}" if most is not None else ">= 1"
         raise ValueError(f"{name}={value!r} out of range: allowed {allowed}")
@@ -265,7 +268,7 @@ class InductionScan(Result):
         """The k heads with the highest `by` score, best first (a DataFrame)."""
         if by not in self.scores:
             raise ValueError(f"score {by!r} not known; allowed: {', '.join(self.scores)}")
-        return self.to_frame().sort_values(by, ascending=False).head(_check_positive("k", k))
+        return self.to_frame().sort_values(by, ascending=False).head(check_int("k", k, 1))
 
     def top_heads(self, k: int = 10, by: str = "induction_score") -> list[tuple[int, int]]:
         return [(int(layer), int(head)) for layer, head in self.top(k, by).index]
@@ -277,7 +280,17 @@ class InductionScan(Result):
                 f"{self.loss_first_half:.3f}, repeated half {self.loss_repeated_half:.3f} nats "
                 f"([BOS]+R+R, seq_len {self.seq_len}, batch {self.batch}, seed {self.seed}, {self.token_range})")
 
-    def plot(self, out=None, n_patterns: int = 3):
+    def to_json(self) -> dict:
+        """The scan's settings and losses, and every head's scores, best induction score first."""
+        heads = [{"layer": int(layer), "head": int(head), **{k: float(v) for k, v in row.items()}}
+                 for (layer, head), row in self.top(len(self.to_frame())).iterrows()]
+        return {"result": "InductionScan", "summary": self.summary(), "model": self.model_name,
+                "seq_len": self.seq_len, "prefix_seq_len": self.prefix_seq_len, "batch": self.batch,
+                "seed": self.seed, "token_range": self.token_range, "loss_first_half": self.loss_first_half,
+                "loss_repeated_half": self.loss_repeated_half, "loss_by_pos": jsonable(self.loss_by_pos),
+                "heads": heads, "seconds": self.seconds}
+
+    def plot(self, *, out=None, n_patterns: int = 3):
         """Heatmaps (layers x heads) of each score, the per-position loss, and the
         patterns of the top induction heads with their stripe."""
         names = list(self.scores)
@@ -412,19 +425,25 @@ class AblationCheck(Result):
                  for i, (h, loss) in enumerate(zip(self.random_heads, self.random_losses))]
         return pd.DataFrame(rows).set_index("condition")
 
-    def to_dict(self) -> dict:
-        return {"k": self.k, "mode": self.mode, "top_heads": [list(h) for h in self.top_heads],
-                "baseline_loss": self.baseline_loss, "top_k_loss": self.top_loss, "top_k_rise": self.top_rise,
-                "random_k_rises": self.random_rises, "random_k_rise_mean": self.random_rise_mean,
-                "random_k_rise_std": self.random_rise_std, "ratio": self.ratio,
-                "n_random_seeds": len(self.random_losses), "seq_len": self.seq_len, "batch": self.batch}
+    def to_json(self) -> dict:
+        # jsonable: the ratio is inf when random heads do not raise the loss
+        return jsonable({
+            "result": "AblationCheck", "summary": self.summary(), "k": self.k, "mode": self.mode,
+            "top_heads": [list(h) for h in self.top_heads], "baseline_loss": self.baseline_loss,
+            "top_k_loss": self.top_loss, "top_k_rise": self.top_rise, "random_k_rises": self.random_rises,
+            "random_k_rise_mean": self.random_rise_mean, "random_k_rise_std": self.random_rise_std,
+            "ratio": self.ratio, "n_random_seeds": len(self.random_losses),
+            "random_heads": [[list(h) for h in hs] for hs in self.random_heads], "seq_len": self.seq_len,
+            "batch": self.batch, "seed": self.seed, "model": self.model_name})
+
+    to_dict = to_json  # deprecated spelling, kept for one release
 
     def summary(self) -> str:
         return (f"{self.mode}-ablating the top-{self.k} induction heads raises the repeated-half loss by "
                 f"{self.top_rise:+.3f} nats vs {self.random_rise_mean:+.3f} ± {self.random_rise_std:.3f} for "
                 f"{self.k} random heads ({len(self.random_losses)} seeds): ratio {self.ratio:.1f}")
 
-    def plot(self, out=None):
+    def plot(self, *, out=None):
         fig = new_figure(figsize=(6, 3.5), layout="constrained")
         ax = fig.add_subplot(1, 1, 1)
         labels = [f"top-{self.k}"] + [f"rand {i}" for i in range(len(self.random_losses))]
@@ -450,7 +469,7 @@ def ablation_check(model, heads=None, *, k: int = 5, n_random: int = 5, mode: st
     the same input; "zero" sets it to 0 (interp.Model.ablate_heads)."""
     if mode not in ("zero", "mean"):
         raise ValueError(f"mode={mode!r} not known; allowed: 'zero', 'mean'")
-    _check_positive("n_random", n_random)
+    check_int("n_random", n_random, 1)
     if heads is None:
         _check_positive("k", k, model.n_layers * model.n_heads - 1)
         scan = scan or induction_heads(model, seq_len=seq_len, batch=batch, seed=seed, copying=False)
@@ -513,7 +532,13 @@ class ICLScore(Result):
                 f"token {self.early} ({self.loss_early:.3f}), windows of {self.window} tokens, {self.n_docs} "
                 f"Wikipedia summaries, {self.model_name}")
 
-    def plot(self, out=None):
+    def to_json(self) -> dict:
+        return {"result": "ICLScore", "summary": self.summary(), "score": self.score, "early": self.early,
+                "late": self.late, "window": self.window, "loss_early": self.loss_early,
+                "loss_late": self.loss_late, "n_docs": self.n_docs, "model": self.model_name,
+                "loss_by_pos": jsonable(self.loss_by_pos)}
+
+    def plot(self, *, out=None):
         fig = new_figure(figsize=(6, 3.5), layout="constrained")
         ax = fig.add_subplot(1, 1, 1)
         pos = np.arange(1, len(self.loss_by_pos) + 1)
@@ -532,8 +557,6 @@ def icl_score(model, *, early: int = 10, late: int = 100, window: int = 5, n_doc
     `window` tokens centred there, over the first `n_docs` Wikipedia summaries (shuffled with `seed`)
     long enough to reach the late window. The summaries are ~40-170 tokens (median ~100), so the
     defaults are 10 and 100: Olsson et al.'s 50 and 500 of 512-token contexts, scaled to the documents."""
-    from ..core.corpus import wiki_documents
-
     if not isinstance(window, int) or window < 1 or window % 2 == 0:
         raise ValueError(f"window={window!r} out of range: allowed an odd integer >= 1")
     half = window // 2
@@ -541,7 +564,7 @@ def icl_score(model, *, early: int = 10, late: int = 100, window: int = 5, n_doc
             not 1 + half <= early < late <= model.n_ctx - 1 - half:
         raise ValueError(f"early={early!r}, late={late!r}: allowed {1 + half} <= early < late <= "
                          f"{model.n_ctx - 1 - half} (window {window})")
-    _check_positive("n_docs", n_docs)
+    check_int("n_docs", n_docs, 1)
     end = late + half  # last token position needed
     rows = []
     for doc in wiki_documents(seed=seed):
@@ -559,66 +582,3 @@ def icl_score(model, *, early: int = 10, late: int = 100, window: int = 5, n_doc
     loss_by_pos = torch.stack(losses).sum(0) / len(rows)
     return ICLScore(early=early, late=late, window=window, loss_by_pos=loss_by_pos, n_docs=len(rows),
                     model_name=model.source)
-
-
-# ----------------------------------------------------------------------------- CLI and demo
-
-def _head_rows(scan: InductionScan, top: int) -> list[dict]:
-    frame = scan.top(top)
-    return [{"layer": int(layer), "head": int(head), **{k: float(v) for k, v in row.items()}}
-            for (layer, head), row in frame.iterrows()]
-
-
-def _cli_induction(args) -> dict:
-    from ..cli import load_model
-
-    model = load_model(args)
-    t0 = time.perf_counter()
-    scan = induction_heads(model, seq_len=args.seq_len, batch=args.batch, seed=args.seed)
-    check = ablation_check(model, k=args.k, n_random=args.n_random, mode=args.mode, seq_len=scan.seq_len,
-                           batch=args.batch, seed=args.seed, scan=scan)
-    heads = _head_rows(scan, args.top)
-    out = {"model": model.source, "seq_len": scan.seq_len, "batch": scan.batch, "seed": scan.seed,
-           "token_range": scan.token_range, "loss_first_half": scan.loss_first_half,
-           "loss_repeated_half": scan.loss_repeated_half, "heads": heads, "ablation": check.to_dict()}
-    if model.tokenizer is not None and not args.no_icl:
-        icl = icl_score(model, n_docs=args.icl_docs)
-        out["icl"] = {"score": icl.score, "early": icl.early, "late": icl.late, "window": icl.window,
-                      "loss_early": icl.loss_early, "loss_late": icl.loss_late, "n_docs": icl.n_docs}
-    out["seconds"] = time.perf_counter() - t0
-    table = scan.top(args.top).to_string(float_format=lambda x: f"{x:.3f}")
-    text = [scan.summary(), table, check.summary()]
-    if "icl" in out:
-        text.append(f"ICL score {out['icl']['score']:+.3f} nats (token {out['icl']['late']} minus token "
-                    f"{out['icl']['early']}, {out['icl']['n_docs']} Wikipedia summaries)")
-    out["_text"] = "\n".join(text)
-    return out
-
-
-def add_cli(subparsers) -> None:
-    from ..cli import add_common
-
-    p = subparsers.add_parser("induction", help="find induction heads ([BOS]+R+R scan) and check them by ablation")
-    add_common(p, source=True)
-    p.add_argument("--top", type=int, default=10, help="heads to list, best induction score first")
-    p.add_argument("--seq-len", type=int, default=50, help="length of the random sequence R")
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--k", type=int, default=5, help="heads to ablate (top-k vs k random)")
-    p.add_argument("--n-random", type=int, default=5, help="random head sets (seeds) for the baseline")
-    p.add_argument("--mode", choices=["mean", "zero"], default="mean", help="ablation of the head output z")
-    p.add_argument("--icl-docs", type=int, default=100, help="Wikipedia summaries for the ICL score")
-    p.add_argument("--no-icl", action="store_true", help="skip the ICL score")
-    p.set_defaults(func=_cli_induction)
-
-
-def demo(model) -> None:
-    """Main-demo section: top induction heads of the embedded model and the ablation check."""
-    from .demo import section
-
-    section("Induction heads: [BOS] + R + R scan, then ablate the top-5 vs 5 random heads")
-    scan = induction_heads(model, seq_len=50, batch=8, seed=0)
-    print(scan.summary())
-    print(scan.top(8).to_string(float_format=lambda x: f"{x:.3f}"))
-    check = ablation_check(model, k=5, n_random=3, seq_len=50, batch=8, seed=0, scan=scan)
-    print(check.summary())

@@ -1,6 +1,6 @@
 """Reproduce the induction-head phase change from scratch on a CPU.
 
-A 2-layer attention-only transformer (:class:`interp.toy.AttnOnlyTransformer`) is
+A 2-layer attention-only transformer (:class:`interp.analyses.toy.AttnOnlyTransformer`) is
 trained on synthetic sequences: [BOS] + uniform random tokens in which one segment
 of random length (10..30) is copied to a random later offset. Only an induction
 mechanism (previous-token head in layer 0, K-composed with a head in layer 1) can
@@ -22,12 +22,13 @@ torch.Generator seeded with `seed`, the evaluation batch from `seed + 10_000`, a
 number of torch threads is set explicitly (float reductions depend on it).
 
 The induction and previous-token scores in the log are computed through interp.Model
-with the same code that scores pretrained models (interp.induction.induction_scores).
+with the same code that scores pretrained models (interp.analyses.induction.induction_scores).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -36,7 +37,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core.results import Result, new_figure, save_fig
+from ..core.inputs import check_int
+from ..core.model import Model
+from ..core.progress import bar, emit
+from ..core.results import Result, jsonable, new_figure, save_fig
 from .induction import induction_scores
 from .toy import AttnOnlyTransformer, ToyConfig
 
@@ -67,9 +71,7 @@ class TrainConfig:
     def __post_init__(self):
         for name in ("n_layers", "d_model", "n_heads", "d_vocab", "n_ctx", "batch_size", "steps",
                      "log_every", "eval_batch", "score_batch", "threads"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name}={value!r} out of range: allowed an integer >= 1")
+            check_int(name, getattr(self, name), 1)
         most = (self.n_ctx - 1) // 2
         if not 2 <= self.seg_min <= self.seg_max <= most:
             raise ValueError(f"segment lengths seg_min={self.seg_min}, seg_max={self.seg_max}: allowed "
@@ -145,10 +147,9 @@ def log_row(step: int, seconds: float, train_loss: float, wrapped, eval_data, cf
             "prev_token_score": float(prev.max()), "prev_token_head": int(prev.argmax())}
 
 
-def train(cfg: TrainConfig, *, verbose: bool = False) -> TrainingRun:
-    """Train from scratch and log every cfg.log_every steps. Deterministic for a given cfg."""
-    from ..core.model import Model
-
+def train(cfg: TrainConfig, *, verbose: bool = False, progress: bool = False) -> TrainingRun:
+    """Train from scratch and log every cfg.log_every steps. Deterministic for a given cfg.
+    progress: a bar on stderr (latest logged repeat loss and induction score); verbose: each log row on stderr."""
     t0, c0 = time.perf_counter(), time.process_time()
     with torch_threads(cfg.threads):
         torch.manual_seed(cfg.seed)  # nothing draws from it, but keep any stray use reproducible
@@ -159,15 +160,21 @@ def train(cfg: TrainConfig, *, verbose: bool = False) -> TrainingRun:
         opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay,
                                 betas=tuple(cfg.betas))
         log, train_loss = [], float("nan")
+        shown = bar(total=cfg.steps, desc=f"train {cfg.n_layers}L seed {cfg.seed}", enabled=progress, unit="step")
         for step in range(cfg.steps + 1):
             if step % cfg.log_every == 0 or step == cfg.steps:
                 model.eval()
                 row = log_row(step, time.perf_counter() - t0, train_loss, wrapped, eval_data, cfg)
                 log.append(row)
-                if verbose:
-                    print(_fmt_row(row), flush=True)
+                shown.set_postfix_str(f"repeat loss {row['repeat_loss']:.2f}, induction {row['induction_score']:.2f}",
+                                      refresh=False)
+                if verbose and progress:
+                    shown.write(_fmt_row(row), file=sys.stderr)  # above the bar, which emit would garble
+                elif verbose:
+                    emit(_fmt_row(row))
             if step == cfg.steps:
                 break
+            shown.update(1)
             model.train()
             tokens, _ = repeat_batch(cfg, cfg.batch_size, gen)
             loss = token_losses(model, tokens).mean()
@@ -175,6 +182,7 @@ def train(cfg: TrainConfig, *, verbose: bool = False) -> TrainingRun:
             loss.backward()
             opt.step()
             train_loss = loss.item()
+        shown.close()
         kcomp = k_composition_check(wrapped, eval_data, cfg) if cfg.n_layers >= 2 else None
     return TrainingRun(cfg=cfg, log=log, model=model, seconds=time.perf_counter() - t0,
                        cpu_seconds=time.process_time() - c0, k_composition=kcomp)
@@ -279,7 +287,11 @@ class TrainingRun(Result):
                 f"{s['previous_token_score_before']:.2f} -> {s['previous_token_score_after']:.2f}; "
                 f"+-{self.window} steps), {self.seconds:.0f} s")
 
-    def plot(self, out=None, control: TrainingRun | None = None):
+    def to_json(self) -> dict:
+        return jsonable({"result": "TrainingRun", "summary": self.summary(), **self.summary_dict(),
+                         "config": asdict(self.cfg), "log": self.log})
+
+    def plot(self, *, out=None, control: TrainingRun | None = None):
         """Repeat loss, loss elsewhere, induction and previous-token scores on one step axis,
         the transition marked; the 1-layer control dashed if given."""
         fig = new_figure(figsize=(8, 6), layout="constrained")
@@ -341,8 +353,9 @@ class Reproduction(Result):
                          "control": True})
         return pd.DataFrame(rows)
 
-    def to_dict(self) -> dict:
-        out = dict(self.main.summary_dict())
+    def to_json(self) -> dict:
+        """The main run's summary at the top level (the CLI's --json document), the seeds and the control."""
+        out = {"result": "Reproduction", "summary": self.summary(), **self.main.summary_dict()}
         out["seconds"] = self.seconds
         out["cpu_seconds"] = self.cpu_seconds
         out["run_seconds"] = self.main.seconds
@@ -358,7 +371,9 @@ class Reproduction(Result):
             out["control"] = self.control.summary_dict()
         out["config"] = asdict(self.main.cfg)
         out["files"] = self.files
-        return out
+        return jsonable(out)
+
+    to_dict = to_json  # deprecated spelling, kept for one release
 
     def summary(self) -> str:
         lines = [r.summary() for r in self.runs]
@@ -380,31 +395,30 @@ class Reproduction(Result):
         lines.append(f"total {self.seconds:.0f} s wall clock, {self.cpu_seconds:.0f} s CPU")
         return "\n".join(lines)
 
-    def plot(self, out=None):
-        return self.main.plot(out, control=self.control)
+    def plot(self, *, out=None):
+        return self.main.plot(out=out, control=self.control)
 
 
 def reproduce(out_dir=None, *, layers: int = 2, seeds: int = 1, steps: int | None = None,
-              threads: int = 1, verbose: bool = False, **overrides) -> Reproduction:
+              threads: int = 1, verbose: bool = False, progress: bool = False, **overrides) -> Reproduction:
     """The full demonstration. layers=2: the 2-layer run for seeds 0..seeds-1 plus the 1-layer
     control (seed 0); layers=1: the 1-layer model alone. Saves checkpoints, CSV logs, the plot and
-    summary.json under out_dir if given."""
+    summary.json under out_dir if given. progress / verbose: see :func:`train` (verbose also prints each run's
+    summary on stderr)."""
     if layers not in (1, 2):
         raise ValueError(f"layers={layers!r} out of range: allowed 1 or 2")
-    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
-        raise ValueError(f"seeds={seeds!r} out of range: allowed an integer >= 1")
+    check_int("seeds", seeds, 1)
     t0, c0 = time.perf_counter(), time.process_time()
     base = TrainConfig(threads=threads, **overrides)
     if steps is not None:
         base = replace(base, steps=steps)
     runs = []
     for seed in range(seeds if layers == 2 else 1):
-        runs.append(train(replace(base, n_layers=layers, seed=seed), verbose=verbose))
-        if verbose:
-            print(runs[-1].summary(), flush=True)
-    control = train(replace(base, n_layers=1, seed=0), verbose=verbose) if layers == 2 else None
-    if verbose and control is not None:
-        print("control: " + control.summary(), flush=True)
+        runs.append(train(replace(base, n_layers=layers, seed=seed), verbose=verbose, progress=progress))
+        emit(runs[-1].summary(), verbose)
+    control = train(replace(base, n_layers=1, seed=0), verbose=verbose, progress=progress) if layers == 2 else None
+    if control is not None:
+        emit("control: " + control.summary(), verbose)
     result = Reproduction(runs=runs, control=control, seconds=time.perf_counter() - t0,
                           cpu_seconds=time.process_time() - c0)
     if out_dir is not None:
@@ -416,36 +430,12 @@ def save_reproduction(result: Reproduction, out_dir) -> dict:
     out_dir = Path(out_dir)
     files = {}
     for run in result.runs:
-        files[f"{run.cfg.n_layers}L_seed{run.cfg.seed}"] = run.save(out_dir, f"toy_{run.cfg.n_layers}L_seed{run.cfg.seed}")
+        stem = f"{run.cfg.n_layers}L_seed{run.cfg.seed}"
+        files[stem] = run.save(out_dir, f"toy_{stem}")
     if result.control is not None:
         files["control"] = result.control.save(out_dir, "toy_1L_control")
     files["plot"] = str(out_dir / "phase_change.png")
-    result.plot(files["plot"])
+    result.plot(out=files["plot"])
     files["summary"] = str(out_dir / "summary.json")
-    Path(files["summary"]).write_text(json.dumps(result.to_dict() | {"files": files}, indent=2, default=float))
+    Path(files["summary"]).write_text(json.dumps(result.to_json() | {"files": files}, indent=2, default=float))
     return files
-
-
-# ----------------------------------------------------------------------------- CLI
-
-def _cli_reproduce(args) -> dict:
-    result = reproduce(args.out, layers=args.layers, seeds=args.seeds, steps=args.steps, threads=args.threads,
-                       verbose=not args.json)
-    out = result.to_dict()
-    out["_text"] = result.summary() + f"\nfiles under {args.out}: " + ", ".join(
-        Path(p).name for v in result.files.values() for p in (v.values() if isinstance(v, dict) else [v]))
-    return out
-
-
-def add_cli(subparsers) -> None:
-    p = subparsers.add_parser("reproduce-induction",
-                              help="train a 2-layer attention-only model from scratch and show the induction "
-                                   "phase change (plus a 1-layer control)")
-    p.add_argument("--out", required=True, help="folder for checkpoints (safetensors), CSV logs, plot, summary")
-    p.add_argument("--layers", type=int, choices=[1, 2], default=2,
-                   help="2: the 2-layer run plus the 1-layer control; 1: the 1-layer model alone")
-    p.add_argument("--seeds", type=int, default=1, help="repeat the 2-layer run over seeds 0..N-1")
-    p.add_argument("--steps", type=int, default=None, help=f"training steps (default {TrainConfig.steps})")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (results depend on it; default 1)")
-    p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
-    p.set_defaults(func=_cli_reproduce)

@@ -1,4 +1,4 @@
-"""Logit lens: ``interp.lens.logit_lens(model, text, targets=..., k=5, positions=None)``.
+"""Logit lens: ``interp.logit_lens(model, text, targets=..., k=5, positions=None)``.
 
 Read the residual stream after the embedding and after every layer as if it were the last one: apply the
 model's own final norm (``model.final_norm``: RMSNorm with its learned scale, or LayerNorm) and the unembedding,
@@ -10,11 +10,11 @@ Rows of the result are numbered 0..n_layers: row ``i`` is the residual entering 
 TransformerLens's ``accumulated_resid``: ``"0_pre" .. "{n-1}_pre", "final"``. "A target becomes top-1 at row
 ``i``" therefore means: after ``i`` of the ``n_layers`` blocks.
 
-Targets. A target is a token id or a string. A string that tokenizes to several tokens is scored by its FIRST
-token (the token the model must predict next), with a ``UserWarning`` naming the split; ``targets=`` keeps the
-full text as the label. An empty string, an id outside ``0..d_vocab-1`` or a string whose tokens include the
-tokenizer's unknown token is a ``ValueError``. Rank = number of vocabulary entries with a strictly larger
-logit (0 = top-1).
+Targets follow interp's one target policy (:func:`interp.core.inputs.target_id`): a token id or a string; a
+string of several tokens is scored by its FIRST token (the token the model must predict next), with a
+``UserWarning`` naming the split. The result keeps the text given as the label (``targets``) and names the token
+actually scored (``scored_tokens``; also in ``to_json`` and the summary). Rank = number of vocabulary entries with
+a strictly larger logit (0 = top-1).
 
 The final row is the model's own output (its logits from the same forward pass): recomputing it with a matmul of
 another shape reorders float32 sums, which moves SmolLM2's logits by up to ~3e-5; taking the model's own keeps
@@ -28,118 +28,18 @@ and one in-place comparison per target for its rank, so no softmax over the voca
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
+from ..core.hooks import capture
+from ..core.inputs import check_k, check_pos, decode, one_text, target_list
+from ..core.inputs import positions as check_positions
 from ..core.results import Result, new_figure, save_fig
-from ..core.hooks import StopForward
 
-PROMPT = "The Eiffel Tower is located in the city of"
 _CHUNK_ELEMS = 1 << 24  # logits per unembedding chunk (64 MB in float32)
 _LOG2E = 1.4426950408889634
-
-
-# ---------------------------------------------------------------------------------------------- input checks
-def one_text(model, text) -> torch.Tensor:
-    """``str`` or token tensor -> LongTensor [1, pos] (BOS prepended to strings); one text only."""
-    if isinstance(text, str) and not text:
-        raise ValueError("empty text: give at least one character to analyse")
-    toks = model.to_tokens(text)
-    if toks.shape[0] != 1:
-        raise ValueError(f"one text at a time: got a batch of {toks.shape[0]}")
-    return toks
-
-
-def target_id(model, target, *, what: str = "target") -> tuple[int, str]:
-    """A target token id and its label. Strings of several tokens use their first token (with a warning)."""
-    if isinstance(target, bool) or not isinstance(target, (int, str)):
-        if isinstance(target, torch.Tensor) and target.numel() == 1:
-            target = int(target)
-        else:
-            raise ValueError(f"{what} {target!r}: expected a string (e.g. ' Paris') or a token id")
-    if isinstance(target, int):
-        if not 0 <= target < model.d_vocab:
-            raise ValueError(f"{what} token id {target} not in the vocabulary: allowed 0..{model.d_vocab - 1}")
-        return target, _decode(model, target)
-    if not target:
-        raise ValueError(f"{what} {target!r} is empty; give the continuation text, e.g. ' Paris'")
-    ids = model.target_tokens(target)
-    if not ids:
-        raise ValueError(f"{what} {target!r} tokenizes to no tokens; give a non-empty continuation")
-    unk = getattr(model.tokenizer, "unk_token_id", None)
-    if unk is not None and unk in ids and target != getattr(model.tokenizer, "unk_token", None):
-        raise ValueError(f"{what} {target!r} is not in the vocabulary (it maps to the unknown token {unk})")
-    bad = [i for i in ids if not 0 <= i < model.d_vocab]
-    if bad:
-        raise ValueError(f"{what} {target!r} maps to token ids {bad} outside the model's vocabulary "
-                         f"0..{model.d_vocab - 1}")
-    if len(ids) > 1:
-        pieces = [_decode(model, i) for i in ids]
-        warnings.warn(f"{what} {target!r} is {len(ids)} tokens {pieces}; scoring its first token "
-                      f"{pieces[0]!r} (the token predicted next)", UserWarning, stacklevel=3)
-    return ids[0], target
-
-
-def _target_list(model, targets) -> tuple[list[int], list[str]]:
-    if targets is None:
-        return [], []
-    items = [targets] if isinstance(targets, (str, int, torch.Tensor)) else list(targets)
-    pairs = [target_id(model, t) for t in items]
-    return [i for i, _ in pairs], [label for _, label in pairs]
-
-
-def _positions(model, positions, n: int) -> list[int]:
-    if positions is None:
-        return list(range(n))
-    items = [positions] if isinstance(positions, int) else list(positions)
-    if not items:
-        raise ValueError(f"positions is empty; give indices in 0..{n - 1} (or -{n}..-1), or None for all")
-    return [model.check_pos(p, n) for p in items]
-
-
-def _check_k(model, k) -> int:
-    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= model.d_vocab:
-        raise ValueError(f"k={k!r} out of range: allowed 1..{model.d_vocab} (the vocabulary size)")
-    return k
-
-
-def _decode(model, token_id: int) -> str:
-    tok = model.tokenizer
-    return str(token_id) if tok is None else tok.decode([int(token_id)])
-
-
-# ---------------------------------------------------------------------------------------------- capture
-def capture(model, toks: torch.Tensor, names: Sequence[str], pos_index: torch.Tensor, *,
-            stop_after: str | None = None) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
-    """One forward of ``toks`` [1, n] keeping ``t[0, pos_index]`` of each named activation (gathered on the
-    model's device ``model.device`` even when layers live on several devices; model dtype). Stops the forward
-    right after ``stop_after`` fired (then logits is None). Hooks are attached through ``model.hooks`` and are
-    always gone on return."""
-    store: dict[str, torch.Tensor] = {}
-    home = model.device
-
-    def keep(name):
-        def fn(t, hook):
-            # [batch, pos, ...]; a 2-D [pos, d_model] is shared by the batch (e.g. a toy model's hook_pos_embed)
-            rows = (t[0] if t.ndim >= 3 else t).index_select(0, pos_index.to(t.device))
-            store[name] = rows.to(home)
-            if name == stop_after and all(n in store for n in names):
-                raise StopForward
-        return fn
-
-    logits = None
-    with torch.no_grad(), model.hooks([(n, keep(n)) for n in dict.fromkeys(names)], description="interp capture"):
-        try:
-            logits = model.forward(toks)
-        except StopForward:
-            pass
-    missing = [n for n in names if n not in store]
-    if missing:
-        raise RuntimeError(f"hooks {missing[:3]} did not fire during the forward pass")
-    return store, logits
 
 
 def resid_names(model) -> list[str]:
@@ -233,26 +133,40 @@ def lens_stats(model, normed: torch.Tensor, k: int, target_ids: Sequence[int],
 # ---------------------------------------------------------------------------------------------- entry point
 def logit_lens(model, text, *, targets=None, k: int = 5, positions=None) -> LogitLensResult:
     """Logit lens of ``text`` (string, BOS prepended, or token tensor) at ``positions`` (int, list, or None for
-    every position) over the n_layers+1 residuals. ``targets``: a string / token id or a list of them."""
+    every position) over the n_layers+1 residuals. ``targets``: a string / token id or a list of them (the target
+    policy of :func:`interp.core.inputs.target_id`: a multi-token string is scored by its first token)."""
     toks = one_text(model, text)
     n = toks.shape[1]
-    pos = _positions(model, positions, n)
-    k = _check_k(model, k)
-    ids, labels = _target_list(model, targets)
+    pos = check_positions(positions, n)
+    k = check_k(model, k)
+    tgts = target_list(model, targets)
+    ids = [t.id for t in tgts]
     names = resid_names(model)[:-1]  # the final row is the model's own output, read from the same forward
     idx = torch.tensor(pos)
-    store, logits = capture(model, toks, names, idx)
+    store, logits = capture(model, toks, names, keep=_rows_at(model, idx))
     resid = torch.stack([store[nm] for nm in names])  # [n_layers, P, d_model]
     normed = model.final_norm(resid.reshape(-1, model.d_model))
     stats = lens_stats(model, normed, k, ids, final_logits=logits[0].index_select(0, idx.to(logits.device)))
     L1, P = model.n_layers + 1, len(pos)
     shaped = {key: v.reshape(L1, P, *v.shape[1:]) for key, v in stats.items()}
-    tok_strs = [_decode(model, int(t)) for t in toks[0]]
+    tok_strs = [decode(model, int(t)) for t in toks[0]]
     return LogitLensResult(str_tokens=tok_strs, token_ids=toks[0].tolist(), positions=pos, top_ids=shaped["top_ids"],
-                           top_probs=shaped["top_probs"], targets=labels, target_ids=ids,
+                           top_probs=shaped["top_probs"], targets=[t.label for t in tgts], target_ids=ids,
                            target_logits=shaped["target_logits"], target_probs=shaped["target_probs"],
                            target_ranks=shaped["target_ranks"], n_layers=model.n_layers,
-                           source=getattr(model, "source", ""), decode=lambda i: _decode(model, i))
+                           source=getattr(model, "source", ""), decode=lambda i: decode(model, i),
+                           scored_tokens=[t.token for t in tgts])
+
+
+def _rows_at(model, pos_index: torch.Tensor):
+    """A ``capture`` keep-function taking the analysed positions of batch row 0, gathered on ``model.device``
+    so a model spread over several devices still yields one stackable tensor."""
+    home = model.device
+
+    def keep(name, t):
+        # [batch, pos, ...]; a 2-D [pos, d_model] is shared by the batch (e.g. a toy model's hook_pos_embed)
+        return (t[0] if t.ndim >= 3 else t).detach().index_select(0, pos_index.to(t.device)).to(home)
+    return keep
 
 
 # ---------------------------------------------------------------------------------------------- result
@@ -272,6 +186,13 @@ class LogitLensResult(Result):
     source: str = ""
     decode: Callable[[int], str] = field(default=str, repr=False)
     _strs: dict = field(default_factory=dict, repr=False)
+    # text of the token actually scored per target (differs from the label when a multi-token string is scored
+    # by its first token); None -> the labels
+    scored_tokens: list[str] | None = None
+
+    def __post_init__(self):
+        if self.scored_tokens is None:
+            self.scored_tokens = list(self.targets)
 
     # -------------------------------------------------------------------------------------- access
     @property
@@ -284,11 +205,7 @@ class LogitLensResult(Result):
         return self._strs[token_id]
 
     def _col(self, pos: int) -> int:
-        n = len(self.str_tokens)
-        if isinstance(pos, bool) or not isinstance(pos, int) or not -n <= pos < n:
-            raise ValueError(f"position {pos!r} out of range for a sequence of {n} tokens; allowed 0..{n - 1} "
-                             f"or -{n}..-1")
-        p = pos % n
+        p = check_pos(pos, len(self.str_tokens))
         if p not in self.positions:
             raise ValueError(f"position {pos} was not analysed; analysed positions: {self.positions}")
         return self.positions.index(p)
@@ -354,23 +271,33 @@ class LogitLensResult(Result):
                 recs.append(rec)
         return pd.DataFrame(recs).set_index(["layer", "pos"])
 
+    def target_name(self, j: int) -> str:
+        """Target ``j`` as the output names it: its label, plus the token scored when that differs."""
+        t, tok = self.targets[j], self.scored_tokens[j]
+        return repr(t) if t == tok else f"{t!r} (scored as its first token {tok!r})"
+
     def summary(self) -> str:
         last = self.positions[-1]
         s = (f"logit lens over {self.n_layers + 1} residuals x {len(self.positions)} positions"
              f" ({self.source}); final top-1 at {self.str_tokens[last]!r}: {self.top(-1, last)[0][0]!r}")
-        for t in self.targets:
+        for j, t in enumerate(self.targets):
             row = self.first_top1(t, last, stable=True)
-            s += f"; {t!r} top-1 from row {row}" if row is not None else f"; {t!r} never stays top-1"
+            name = self.target_name(j)
+            s += f"; {name} top-1 from row {row}" if row is not None else f"; {name} never stays top-1"
         return s
 
     def to_json(self) -> dict:
-        out = {"tokens": self.str_tokens, "positions": self.positions, "layers": self.labels,
+        """Top-k per (row, position) and each target's curves at the last analysed position; every target names
+        the token actually scored (``scored_token``)."""
+        out = {"result": type(self).__name__, "summary": self.summary(), "tokens": self.str_tokens,
+               "positions": self.positions, "layers": self.labels,
                "top": [[[{"token": tok, "prob": p} for tok, p in self.top(r, pos)] for pos in self.positions]
                        for r in range(self.n_layers + 1)],
-               "targets": {}}
+               "scored_tokens": list(self.scored_tokens), "targets": {}}
         for j, t in enumerate(self.targets):
             c = len(self.positions) - 1
-            out["targets"][t] = {"token_id": self.target_ids[j], "position": self.positions[-1],
+            out["targets"][t] = {"token_id": self.target_ids[j], "scored_token": self.scored_tokens[j],
+                                 "position": self.positions[-1],
                                  "prob": self.target_probs[:, c, j].tolist(),
                                  "logit": self.target_logits[:, c, j].tolist(),
                                  "rank": self.target_ranks[:, c, j].tolist(),
@@ -379,7 +306,7 @@ class LogitLensResult(Result):
         return out
 
     # -------------------------------------------------------------------------------------- plots
-    def plot(self, out=None, *, max_chars: int = 8):
+    def plot(self, *, out=None, max_chars: int = 8):
         """The logit-lens picture: lens rows (down, embedding at the bottom) x positions, coloured by the top-1
         probability and annotated with the top-1 token."""
         L1, P = self.n_layers + 1, len(self.positions)
@@ -403,7 +330,7 @@ class LogitLensResult(Result):
         fig.colorbar(im, ax=ax, label="top-1 probability", fraction=0.04)
         return save_fig(fig, out)
 
-    def plot_targets(self, out=None, *, pos: int = -1):
+    def plot_targets(self, *, out=None, pos: int = -1):
         """Each target's probability (log scale) and rank by lens row at ``pos``."""
         c = self._col(pos)
         if not self.targets:
@@ -411,9 +338,10 @@ class LogitLensResult(Result):
         fig = new_figure(figsize=(8, 5.5))
         ax_p, ax_r = fig.add_subplot(2, 1, 1), fig.add_subplot(2, 1, 2)
         x = range(self.n_layers + 1)
-        for j, t in enumerate(self.targets):
-            ax_p.plot(x, self.target_probs[:, c, j].clamp_min(1e-12).numpy(), marker=".", label=repr(t))
-            ax_r.plot(x, (self.target_ranks[:, c, j] + 1).numpy(), marker=".", label=repr(t))
+        for j in range(len(self.targets)):
+            name = self.target_name(j)
+            ax_p.plot(x, self.target_probs[:, c, j].clamp_min(1e-12).numpy(), marker=".", label=name)
+            ax_r.plot(x, (self.target_ranks[:, c, j] + 1).numpy(), marker=".", label=name)
         ax_p.set_yscale("log")
         ax_p.set_ylabel("probability")
         ax_p.legend(fontsize=8)
@@ -424,70 +352,3 @@ class LogitLensResult(Result):
         ax_r.set_ylabel("rank + 1 (1 = top-1)")
         ax_r.set_xlabel("residual after i blocks (0 = embedding)")
         return save_fig(fig, out)
-
-
-# ---------------------------------------------------------------------------------------------- CLI, demo
-def add_cli(subparsers) -> None:
-    from ..cli import add_common
-
-    p = subparsers.add_parser("lens", help="logit lens: each layer's next-token guess (and targets' rank)")
-    p.add_argument("text", help="text to analyse (BOS is prepended)")
-    p.add_argument("--target", action="append", default=None,
-                   help="target continuation, e.g. ' Paris' (repeatable; several tokens -> first token)")
-    p.add_argument("--k", type=int, default=5, help="top-k tokens per cell (default 5)")
-    p.add_argument("--pos", type=int, action="append", default=None,
-                   help="position(s) to analyse (repeatable; default: all)")
-    p.add_argument("--out", default=None, help="save the heatmap as this PNG (and targets as <stem>_targets.png)")
-    add_common(p)
-    p.set_defaults(func=cli_lens)
-
-
-def cli_lens(args, model=None) -> dict:
-    from pathlib import Path
-
-    if model is None:
-        from ..cli import load_model
-
-        model = load_model(args)
-    res = logit_lens(model, args.text, targets=args.target, k=args.k, positions=args.pos)
-    data = {"text": args.text, **res.to_json()}
-    if args.out:
-        res.plot(out=args.out)
-        data["figures"] = [str(args.out)]
-        if res.targets:
-            out = Path(args.out)
-            tpath = out.with_name(f"{out.stem}_targets{out.suffix or '.png'}")
-            res.plot_targets(out=tpath)
-            data["figures"].append(str(tpath))
-    data["_text"] = _lens_text(res)
-    return data
-
-
-def _lens_text(res: LogitLensResult) -> str:
-    pos = res.positions[-1]
-    lines = [res.summary(), f"position {pos} ({res.str_tokens[pos]!r}): top-{res.top_ids.shape[-1]} by residual"]
-    for r, label in enumerate(res.labels):
-        tops = "  ".join(f"{t!r} {p:.2f}" for t, p in res.top(r, pos)[:3])
-        tg = "".join(f"   {t!r}: p={float(res.target_probs[r, -1, j]):.3g} rank={int(res.target_ranks[r, -1, j])}"
-                     for j, t in enumerate(res.targets))
-        lines.append(f"  {label:>7}  {tops}{tg}")
-    return "\n".join(lines)
-
-
-def demo(model) -> None:
-    res = logit_lens(model, PROMPT, targets=[" Paris"], positions=[-1])
-    curve = res.target_curve(" Paris")
-    first, stable = res.first_top1(" Paris"), res.first_top1(" Paris", stable=True)
-    print(f"logit lens of {PROMPT!r} at the last token ({res.str_tokens[-1]!r}), {model.n_layers} layers:")
-    for r in sorted(set(range(0, model.n_layers + 1, max(1, model.n_layers // 10))) | {model.n_layers}):
-        t, p = res.top(r)[0]
-        print(f"  after {r:2d} blocks: top-1 {t!r:<12} p={p:.2f}   ' Paris' p={float(curve['prob'][r]):.3g} "
-              f"rank {int(curve['rank'][r])}")
-    if first is None:
-        print("  ' Paris' never becomes top-1")
-    else:
-        where = f"blocks.{first}.hook_resid_pre" if first < model.n_layers else "the final residual"
-        print(f"  ' Paris' first becomes top-1 after {first} of {model.n_layers} blocks ({where})"
-              + ("" if stable == first else f", stays top-1 from {stable} on" if stable is not None
-                 else ", but is not top-1 at the end")
-              + f"; final p={float(curve['prob'][-1]):.2f}")

@@ -11,16 +11,13 @@ Neuron ``n`` writes ``activation * W_out[:, n]`` into the residual stream (``mod
 - ``vocab(neuron)``       — the neuron's output row through the unembedding: tokens it promotes / suppresses,
 - ``ablate(text, target, neurons)`` — effect of zero/mean-ablating neurons on a target logit.
 
-The scan keeps its running state in a :class:`TopK` accumulator of plain tensors. Entries are ordered by
-(activation descending, document id ascending, position ascending) — a total order, so ties are broken
-deterministically and ``A.merge(B)`` equals the scan of A+B in one go, exactly. Shards of a corpus can therefore be
-scanned in separate processes (``doc_offset`` gives global document ids), saved with ``save()`` (safetensors) and
-merged. Bit-identical activations are needed for bit-identical merges: split a corpus at a multiple of
-``batch_size`` so each document is run in the same padded batch in both cases.
+The scan keeps its running state in a :class:`~interp.analyses.topk.TopK` accumulator of plain tensors whose
+merge is exact (see ``topk``); shards of a corpus scanned separately (``doc_offset`` gives global document ids)
+merge to the one-go scan.
 
-Speed and memory: the scan hooks only ``mlp.hook_post`` of its layer and stops the forward pass right there
-(``StopForward``), so later layers and the unembedding are never computed; it holds one batch of that one layer's
-activations ([batch, pos, d_mlp]) plus the [d_mlp, k] state, never a cache.
+Speed and memory: the scan is ``accumulate.scan``: it captures only ``mlp.hook_post`` of its layer and stops the
+forward pass right there, so later layers and the unembedding are never computed; it holds one batch of that one
+layer's activations ([batch, pos, d_mlp]) plus the [d_mlp, k] state, never a cache.
 """
 
 from __future__ import annotations
@@ -31,189 +28,18 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..core.results import Result, new_figure, save_fig
-from .attention import as_int
-from ..core.hooks import StopForward
+from ..core.corpus import documents
+from ..core.hooks import capture
+from ..core.inputs import as_int, check_int, decode, one_text, target_id
+from ..core.results import Result, jsonable, new_figure, save_fig
+from .accumulate import scan
+from .attention import token_label
+from .topk import TopK
+
+__all__ = ["DEFAULT_DOCS", "NeuronAblation", "NeuronActivations", "NeuronScan", "Neurons", "TopK", "VocabProjection",
+           "neurons"]
 
 DEFAULT_DOCS = 500
-_INT64_MAX = torch.iinfo(torch.int64).max
-
-
-# ============================================================================================ top-k accumulator
-class TopK:
-    """Mergeable running top-k per neuron. State (all plain tensors, CPU or the model's device):
-
-    values [n, k] float32 (-inf in empty slots) · doc [n, k] int64 (-1 empty) · pos [n, k] int64 · token [n, k]
-    int64 · neurons [n] int64 (the layer's neuron indices tracked) · docs_seen [d] int64 sorted — plus n_tokens,
-    layer and skip_bos (1-element int64 tensors in ``state_dict()``); k is ``values.shape[1]``.
-
-    Rows are kept sorted by (value desc, doc asc, pos asc)."""
-
-    def __init__(self, values, doc, pos, token, neurons, docs_seen, *, n_tokens: int, layer: int, skip_bos: bool):
-        self.values, self.doc, self.pos, self.token = values, doc, pos, token
-        self.neurons, self.docs_seen = neurons, docs_seen
-        self.n_tokens, self.layer, self.skip_bos = int(n_tokens), int(layer), bool(skip_bos)
-
-    def _tracks_all(self, width: int) -> bool:
-        if self.neurons.numel() != width:
-            return False
-        return torch.equal(self.neurons, torch.arange(width, device=self.neurons.device))
-
-    @property
-    def k(self) -> int:
-        return self.values.shape[1]
-
-    @classmethod
-    def empty(cls, layer: int, k: int, neurons: Sequence[int], *, skip_bos: bool = True, device="cpu") -> TopK:
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise ValueError(f"k={k!r} contexts per neuron; allowed: a positive integer")
-        idx = torch.as_tensor(list(neurons), dtype=torch.int64, device=device)
-        n = idx.numel()
-        return cls(torch.full((n, k), -math.inf, device=device),
-                   torch.full((n, k), -1, dtype=torch.int64, device=device),
-                   torch.full((n, k), -1, dtype=torch.int64, device=device),
-                   torch.full((n, k), -1, dtype=torch.int64, device=device),
-                   idx, torch.zeros(0, dtype=torch.int64, device=device),
-                   n_tokens=0, layer=layer, skip_bos=skip_bos)
-
-    # -------------------------------------------------------------------------------------- streaming update
-    def update(self, acts: torch.Tensor, mask: torch.Tensor, doc_ids: torch.Tensor, tokens: torch.Tensor) -> None:
-        """Fold in one batch. acts [b, pos, d_mlp] (the layer's hook_post), mask [b, pos] bool (False = padding),
-        doc_ids [b] strictly increasing global document ids, tokens [b, pos]."""
-        b, p, _ = acts.shape
-        dev = self.values.device
-        doc_ids = torch.as_tensor(doc_ids, dtype=torch.int64, device=dev)
-        if b > 1 and not bool((doc_ids[1:] > doc_ids[:-1]).all()):
-            raise ValueError("doc_ids within a batch must be strictly increasing (they define the tie-break)")
-        if self.docs_seen.numel() and bool(torch.isin(doc_ids, self.docs_seen).any()):
-            raise ValueError("some documents of this batch were already scanned by this accumulator")
-        valid = mask.to(dev).clone()
-        if self.skip_bos:
-            valid[:, 0] = False
-        x = acts.detach().to(dev, torch.float32).reshape(b * p, -1)  # [P, d_mlp], a view: never written to
-        if not self._tracks_all(x.shape[1]):
-            x = x[:, self.neurons]
-        x = torch.where(valid.reshape(-1, 1), x, -math.inf)
-        vals, flat = _batch_topk(x, self.k)  # [n, k]: the exact top set under the order, flat [b * pos] indices
-        empty = vals == -math.inf
-        row, pos = flat // p, flat % p
-        # index_select, not fancy indexing: the latter is parallelised and costs ~20 ms here for 15k elements
-        doc = torch.where(empty, -1, doc_ids.index_select(0, row.flatten()).view_as(row))
-        pos = torch.where(empty, -1, pos)
-        tok = torch.where(empty, -1, tokens.to(dev).reshape(-1).index_select(0, flat.flatten()).view_as(flat))
-        self._absorb(vals, doc, pos, tok)
-        self.docs_seen = torch.cat([self.docs_seen, doc_ids]).sort().values
-        self.n_tokens += int(valid.sum())
-
-    def _absorb(self, vals, doc, pos, tok) -> None:
-        cat = [torch.cat(pair, dim=1) for pair in ((self.values, vals), (self.doc, doc), (self.pos, pos),
-                                                   (self.token, tok))]
-        order = _lex_order(cat[0], cat[1], cat[2])[:, : self.k]
-        self.values, self.doc, self.pos, self.token = (t.gather(1, order) for t in cat)
-
-    # -------------------------------------------------------------------------------------- merge / save
-    def merge(self, other: TopK) -> TopK:
-        """The accumulator of both scans together (a new object; neither input changes). Exact."""
-        if not isinstance(other, TopK):
-            raise TypeError(f"can only merge another TopK, got {type(other).__name__}")
-        for what, a, b in (("layer", self.layer, other.layer), ("k", self.k, other.k),
-                           ("skip_bos", self.skip_bos, other.skip_bos)):
-            if a != b:
-                raise ValueError(f"cannot merge scans with different {what}: {a} vs {b}")
-        if not torch.equal(self.neurons.cpu(), other.neurons.cpu()):
-            raise ValueError("cannot merge scans of different neuron sets")
-        o = other.to(self.values.device)
-        if bool(torch.isin(o.docs_seen, self.docs_seen).any()):
-            raise ValueError("the two scans share documents; merge only scans of disjoint documents")
-        out = TopK(self.values, self.doc, self.pos, self.token, self.neurons,
-                   torch.cat([self.docs_seen, o.docs_seen]).sort().values,
-                   n_tokens=self.n_tokens + o.n_tokens, layer=self.layer, skip_bos=self.skip_bos)
-        out._absorb(o.values, o.doc, o.pos, o.token)
-        return out
-
-    def to(self, device) -> TopK:
-        t = [x.to(device) for x in (self.values, self.doc, self.pos, self.token, self.neurons, self.docs_seen)]
-        return TopK(*t, n_tokens=self.n_tokens, layer=self.layer, skip_bos=self.skip_bos)
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        sd = {"values": self.values, "doc": self.doc, "pos": self.pos, "token": self.token,
-              "neurons": self.neurons, "docs_seen": self.docs_seen}
-        sd = {k: v.detach().cpu().contiguous() for k, v in sd.items()}
-        for k, v in (("n_tokens", self.n_tokens), ("layer", self.layer), ("skip_bos", int(self.skip_bos))):
-            sd[k] = torch.tensor([v], dtype=torch.int64)
-        return sd
-
-    @classmethod
-    def from_state_dict(cls, sd: dict[str, torch.Tensor]) -> TopK:
-        need = ("values", "doc", "pos", "token", "neurons", "docs_seen", "n_tokens", "layer", "skip_bos")
-        missing = [k for k in need if k not in sd]
-        if missing:
-            raise ValueError(f"state dict lacks {missing}; expected keys {list(need)}")
-        shape = tuple(sd["values"].shape)
-        if len(shape) != 2 or any(tuple(sd[k].shape) != shape for k in ("doc", "pos", "token")) \
-                or tuple(sd["neurons"].shape) != shape[:1]:
-            raise ValueError(f"inconsistent state shapes: values {shape}, neurons {tuple(sd['neurons'].shape)}")
-        return cls(sd["values"].float(), sd["doc"].long(), sd["pos"].long(), sd["token"].long(), sd["neurons"].long(),
-                   sd["docs_seen"].long(), n_tokens=int(sd["n_tokens"][0]), layer=int(sd["layer"][0]),
-                   skip_bos=bool(sd["skip_bos"][0]))
-
-    def save(self, path) -> None:
-        from safetensors.torch import save_file
-
-        save_file(self.state_dict(), str(path))
-
-    @classmethod
-    def load(cls, path) -> TopK:
-        from safetensors.torch import load_file
-
-        return cls.from_state_dict(load_file(str(path)))
-
-    def equal(self, other: TopK) -> bool:
-        a, b = self.state_dict(), other.state_dict()
-        return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-
-
-def _batch_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Exact top-k of each column of x [P, n] under (value desc, index asc) -> (values [n, k], index [n, k]).
-
-    torch.topk picks arbitrarily among equal values. Asking it for k+1 shows where the k-th value is tied with an
-    entry left out; only those columns are redone, with a key that packs (value, -index) into one int64."""
-    P = x.shape[0]
-    kk = min(k, P)
-    vals, idx = x.topk(min(k + 1, P), dim=0)  # [kk(+1), n]
-    if torch.isnan(vals[0]).any():
-        raise ValueError("NaN activation in the scanned layer; the model produced NaNs on this batch")
-    if vals.shape[0] > kk:
-        # an all-padding tail (-inf) is dropped anyway, so its ties don't matter
-        tied = (vals[kk] == vals[kk - 1]) & (vals[kk - 1] > -math.inf)
-        vals, idx = vals[:kk], idx[:kk]
-        if tied.any():
-            cols = tied.nonzero().flatten()
-            sub = x[:, cols]
-            _, pick = _sort_key(sub).topk(kk, dim=0)
-            idx[:, cols] = pick
-            vals[:, cols] = sub.gather(0, pick)
-    if kk < k:  # fewer positions than k: pad with empty slots
-        pad = k - kk
-        vals = torch.cat([vals, vals.new_full((pad, x.shape[1]), -math.inf)])
-        idx = torch.cat([idx, idx.new_zeros((pad, x.shape[1]))])
-    return vals.T, idx.T
-
-
-def _sort_key(x: torch.Tensor) -> torch.Tensor:
-    """int64 key of x [P, m] whose order is (value desc, row asc): float bits made monotone, row in the low bits."""
-    bits = (x + 0.0).view(torch.int32).to(torch.int64)  # + 0.0 turns -0.0 into +0.0 (they compare equal)
-    ordered = torch.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)
-    rows = torch.arange(x.shape[0], device=x.device, dtype=torch.int64)[:, None]
-    return ordered * (1 << 32) + ((1 << 32) - 1 - rows)
-
-
-def _lex_order(values, doc, pos) -> torch.Tensor:
-    """Per-row permutation sorting [n, m] entries by (value desc, doc asc, pos asc); empty slots (doc -1) last."""
-    d = torch.where(doc < 0, _INT64_MAX, doc)
-    order = torch.argsort(pos, dim=1, stable=True)
-    order = order.gather(1, torch.argsort(d.gather(1, order), dim=1, stable=True))
-    return order.gather(1, torch.argsort(values.gather(1, order), dim=1, descending=True, stable=True))
 
 
 # ============================================================================================ results
@@ -249,10 +75,14 @@ class NeuronActivations(Result):
     def summary(self) -> str:
         return f"layer {self.layer}: {len(self.neurons)} neurons over {len(self.str_tokens)} tokens; top {self.top(3)}"
 
-    def plot(self, neurons=None, out=None):
-        """Activation over the tokens for ``neurons`` (default: the 5 top neurons on this text)."""
-        from .attention import token_label
+    def to_json(self, neurons=None) -> dict:
+        """The summary, tokens, top neurons and the long table for ``neurons`` (default: the 5 top ones)."""
+        return {"result": type(self).__name__, "summary": self.summary(), "layer": self.layer,
+                "str_tokens": list(self.str_tokens), "top": self.top(5),
+                "rows": jsonable(self.to_frame(neurons).to_dict(orient="records"))}
 
+    def plot(self, neurons=None, *, out=None):
+        """Activation over the tokens for ``neurons`` (default: the 5 top neurons on this text)."""
         shown = self.top(5) if neurons is None else ([neurons] if isinstance(neurons, int) else list(neurons))
         n = len(self.str_tokens)
         fig = new_figure(figsize=(min(16, 2 + 0.45 * n), 3.8))
@@ -364,10 +194,15 @@ class NeuronScan(Result):
         return (f"layer {st.layer}: top-{st.k} contexts of {len(st.neurons)} neurons over "
                 f"{st.docs_seen.numel()} documents ({st.n_tokens} tokens)")
 
-    def plot(self, n: int = 10, out=None):
-        """The ``n`` neurons with the largest peak activation: their top-k activations, labelled with the top token."""
-        from .attention import token_label
+    def to_json(self, neurons=None) -> dict:
+        """The summary, the scan's size and one row per (neuron, rank) for ``neurons`` (default: all of them)."""
+        st = self.state
+        return {"result": type(self).__name__, "summary": self.summary(), "layer": st.layer, "k": st.k,
+                "docs": int(st.docs_seen.numel()), "tokens": st.n_tokens,
+                "rows": jsonable(self.to_frame(neurons).to_dict(orient="records"))}
 
+    def plot(self, n: int = 10, *, out=None):
+        """The ``n`` neurons with the largest peak activation: their top-k activations, labelled with the top token."""
         top = self.top_neurons(n)
         st = self.state
         fig = new_figure(figsize=(8, 0.45 * len(top) + 1.5))
@@ -407,9 +242,10 @@ class VocabProjection(Result):
         return (f"L{self.layer}N{self.neuron} promotes {[t for t, _, _ in self.promoted[:5]]}, "
                 f"suppresses {[t for t, _, _ in self.suppressed[:5]]}")
 
-    def plot(self, out=None):
-        from .attention import token_label
+    def to_json(self) -> dict:
+        return {**super().to_json(), "layer": self.layer, "neuron": self.neuron, "note": self.note}
 
+    def plot(self, *, out=None):
         fig = new_figure(figsize=(9, 0.3 * max(len(self.promoted), len(self.suppressed)) + 1.5))
         for j, (name, items, color) in enumerate((("promoted", self.promoted, "C2"),
                                                   ("suppressed", self.suppressed, "C3"))):
@@ -425,12 +261,16 @@ class VocabProjection(Result):
 
 @dataclass(repr=False)
 class NeuronAblation(Result):
+    """``target`` is the token actually scored (a multi-token target string is scored by its first token;
+    ``label`` keeps the text given)."""
+
     layer: int
     target: str
     target_id: int
     pos: int
     mode: str
     rows: list  # dicts: ablated, neurons, clean_logit, ablated_logit, delta, clean_prob, ablated_prob
+    label: str = ""
 
     def to_frame(self):
         import pandas as pd
@@ -442,7 +282,11 @@ class NeuronAblation(Result):
         return (f"{self.mode}-ablating {r['ablated']} in layer {self.layer}: logit of {self.target!r} at pos "
                 f"{self.pos} {r['clean_logit']:.3f} -> {r['ablated_logit']:.3f} ({r['delta']:+.3f})")
 
-    def plot(self, out=None):
+    def to_json(self) -> dict:
+        return {**super().to_json(), "layer": self.layer, "target": self.target, "target_id": self.target_id,
+                "label": self.label or self.target, "pos": self.pos, "mode": self.mode}
+
+    def plot(self, *, out=None):
         fig = new_figure(figsize=(7, 0.35 * len(self.rows) + 1.5))
         ax = fig.add_subplot(1, 1, 1)
         deltas = [r["delta"] for r in self.rows]
@@ -471,9 +315,9 @@ class Neurons:
     def _neuron_list(self, neurons) -> list[int]:
         if neurons is None:
             return list(range(self.model.d_mlp))
-        return self._check(neurons)
+        return self.check(neurons)
 
-    def _check(self, neurons) -> list[int]:
+    def check(self, neurons) -> list[int]:
         """Validated neuron indices; numpy/torch integer scalars (e.g. from a DataFrame) are accepted."""
         if getattr(neurons, "ndim", 0) > 0:  # torch / numpy arrays
             neurons = neurons.tolist()
@@ -485,10 +329,10 @@ class Neurons:
     def activations(self, text, neurons=None) -> NeuronActivations:
         """Activations [pos, neuron] of ``neurons`` (default all) on one text."""
         idx = self._neuron_list(neurons)
-        toks = self.model.to_tokens(text)
-        if toks.shape[0] != 1:
-            raise ValueError(f"activations() takes one text; got a batch of {toks.shape[0]}")
-        acts = self.model.cache(toks, [self.hook])[self.hook][0][:, idx]
+        toks = one_text(self.model, text)
+        store, _ = capture(self.model, toks, [self.hook], keep=lambda name, t: t[0].detach().to("cpu", torch.float32),
+                           stop=True, description=f"neuron activations L{self.layer}")
+        acts = store[self.hook][:, idx]
         return NeuronActivations(acts=acts, neurons=idx, str_tokens=self.model.to_str_tokens(toks), layer=self.layer)
 
     # -------------------------------------------------------------------------------------- dataset scan
@@ -496,7 +340,7 @@ class Neurons:
              max_len: int = 128, doc_offset: int = 0, skip_bos: bool = True, progress: bool = True) -> NeuronScan:
         """Top-``k`` max-activating (document, token) contexts of each neuron over a corpus.
 
-        docs: a list of :class:`interp.corpus.Doc` or strings (default: ``wiki_documents(n_docs or 500)``);
+        docs: a list of :class:`interp.core.corpus.Doc` or strings (default: ``wiki_documents(n_docs or 500)``);
         ``n_docs`` limits a given list to its first ``n_docs``. Document ``i`` of the list gets the global id
         ``doc_offset + i``. ``skip_bos``: leave out position 0 — BOS with no context has the same activation in
         every document and would fill the top-k with copies of itself. Padding never enters."""
@@ -507,44 +351,18 @@ class Neurons:
 
     @staticmethod
     def _docs(docs, n_docs):
-        from ..core.corpus import documents
-
         return documents(docs, n_docs, default=DEFAULT_DOCS)
 
     def scan_state(self, docs=None, *, n_docs=None, k=10, neurons=None, batch_size=8, max_len=128, doc_offset=0,
                    skip_bos=True, progress=True) -> TopK:
         """The scan's raw accumulator (see :meth:`scan`); merge shards with ``TopK.merge``."""
-        from ..core.corpus import token_batches
-
         docs = self._docs(docs, n_docs)
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size={batch_size!r}; allowed: a positive integer")
-        if not isinstance(doc_offset, int) or doc_offset < 0:
-            raise ValueError(f"doc_offset={doc_offset!r}; allowed: an integer >= 0")
-        model = self.model
+        check_int("batch_size", batch_size, 1)
+        check_int("doc_offset", doc_offset, 0)
         state = TopK.empty(self.layer, k, self._neuron_list(neurons), skip_bos=skip_bos,
-                           device=model.device_of(self.layer))  # where this layer's activations arrive
-        batch = {}
-
-        def fold_and_stop(acts, hook):  # acts [b, pos, d_mlp]
-            state.update(acts, batch["mask"], batch["ids"], batch["toks"])
-            raise StopForward  # the scan needs nothing after this layer
-
-        bar = _progress(len(docs), progress, f"scan L{self.layer}")
-        try:
-            with torch.no_grad(), model.hooks([(self.hook, fold_and_stop)], description=f"neuron scan L{self.layer}"):
-                for toks, mask, idx in token_batches(model, docs, max_len=max_len, batch_size=batch_size):
-                    batch.update(toks=toks, mask=mask, ids=torch.tensor(idx, dtype=torch.int64) + doc_offset)
-                    try:
-                        model.forward(toks)
-                    except StopForward:
-                        pass
-                    else:
-                        raise RuntimeError(f"hook {self.hook} did not fire during the forward pass")
-                    bar.update(len(idx))
-        finally:
-            bar.close()
-        return state
+                           device=self.model.device_of(self.layer))  # where this layer's activations arrive
+        return scan(self.model, docs, state, batch_size=batch_size, max_len=max_len, doc_offset=doc_offset,
+                    progress=progress, desc=f"scan L{self.layer}")
 
     # -------------------------------------------------------------------------------------- vocabulary
     def vocab(self, neuron: int, k: int = 10, *, apply_norm: bool = True) -> VocabProjection:
@@ -554,14 +372,13 @@ class Neurons:
         first; the norm's data-dependent 1/rms (1/std) factor is left out — it is positive, so it rescales every
         logit equally and leaves the ranking unchanged. Values: logit change per unit of activation, up to that
         factor."""
-        (n,) = self._check([neuron])
+        (n,) = self.check([neuron])
         if not isinstance(k, int) or k < 1:
             raise ValueError(f"k={k!r}; allowed: a positive integer")
         logits = self.logit_effect(n, apply_norm=apply_norm)
         top, bot = logits.topk(k), (-logits).topk(k)
-        dec = self.model.tokenizer.decode if self.model.tokenizer is not None else str
-        promoted = [(dec([int(i)]), int(i), float(v)) for v, i in zip(top.values, top.indices)]
-        suppressed = [(dec([int(i)]), int(i), -float(v)) for v, i in zip(bot.values, bot.indices)]
+        promoted = [(decode(self.model, i), int(i), float(v)) for v, i in zip(top.values, top.indices)]
+        suppressed = [(decode(self.model, i), int(i), -float(v)) for v, i in zip(bot.values, bot.indices)]
         m = self.model
         note = ("raw row @ W_U" if not apply_norm or m.norm is None else
                 "row * final RMSNorm scale @ W_U (1/rms omitted)" if m.norm == "rms" else
@@ -570,7 +387,7 @@ class Neurons:
 
     def logit_effect(self, neuron: int, *, apply_norm: bool = True) -> torch.Tensor:
         """[d_vocab] direct effect on the logits of one unit of activation of ``neuron`` (see :meth:`vocab`)."""
-        (n,) = self._check([neuron])
+        (n,) = self.check([neuron])
         w = self.model.mlp_out_matrix(self.layer)[:, n].detach().to("cpu", torch.float32)  # [d_model]
         if apply_norm and self.model.norm is not None:
             if self.model.norm == "ln":
@@ -584,20 +401,14 @@ class Neurons:
     def ablate(self, text, target, neurons, *, pos: int = -1, mode: str = "zero", mean_over=None,
                individually: bool = False) -> NeuronAblation:
         """Change of the ``target`` logit at ``pos`` when ``neurons`` are ablated together (and, with
-        ``individually``, one at a time). ``target``: a single-token string (mind the leading space) or a token id."""
+        ``individually``, one at a time). ``target``: a token id or a string (mind the leading space); a string of
+        several tokens is scored by its first token, with a warning (the result's ``target`` names it)."""
         m = self.model
-        idx = self._check(neurons)
-        toks = m.to_tokens(text)
-        if toks.shape[0] != 1:
-            raise ValueError(f"ablate() takes one text; got a batch of {toks.shape[0]}")
+        idx = self.check(neurons)
+        toks = one_text(m, text)
         p = m.check_pos(pos, toks.shape[1])
-        target = as_int(target)
-        if isinstance(target, str):
-            tid = m.to_single_token(target)
-        elif isinstance(target, int) and not isinstance(target, bool) and 0 <= target < m.d_vocab:
-            tid = target
-        else:
-            raise ValueError(f"target {target!r}; allowed: a single-token string or a token id 0..{m.d_vocab - 1}")
+        scored = target_id(m, target)
+        tid = scored.id
         clean = m.run(toks)[0, p]
         groups = ([[i] for i in idx] if individually and len(idx) > 1 else []) + [idx]
         rows = []
@@ -608,72 +419,10 @@ class Neurons:
             rows.append({"ablated": label, "neurons": g, "clean_logit": float(clean[tid]),
                          "ablated_logit": float(out[tid]), "delta": float(out[tid] - clean[tid]),
                          "clean_prob": float(clean.softmax(-1)[tid]), "ablated_prob": float(out.softmax(-1)[tid])})
-        name = m.tokenizer.decode([tid]) if m.tokenizer is not None else str(tid)
-        return NeuronAblation(layer=self.layer, target=name, target_id=tid, pos=p, mode=mode, rows=rows)
+        return NeuronAblation(layer=self.layer, target=scored.token, target_id=tid, pos=p, mode=mode, rows=rows,
+                              label=scored.label)
 
 
 def neurons(model, layer: int) -> Neurons:
     """The FFN neurons of ``layer``: ``.activations(text)``, ``.scan(docs)``, ``.vocab(n)``, ``.ablate(...)``."""
     return Neurons(model, layer)
-
-
-def _progress(total: int, enabled: bool, desc: str):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, disable=not enabled, desc=desc, unit="doc", leave=False)
-
-
-# ============================================================================================ CLI and demo
-def add_cli(subparsers) -> None:
-    from ..cli import add_common
-
-    p = subparsers.add_parser("neurons", help="top-activating contexts of one layer's FFN neurons")
-    p.add_argument("--layer", type=int, required=True, help="layer index")
-    p.add_argument("--top", type=int, default=10, help="how many neurons to show (by peak activation)")
-    p.add_argument("--docs", type=int, default=DEFAULT_DOCS, help="documents of the Wikipedia corpus to scan")
-    p.add_argument("--k", type=int, default=5, help="contexts kept per neuron")
-    p.add_argument("--neuron", type=int, action="append", default=None,
-                   help="show this neuron (repeatable) instead of the top ones")
-    add_common(p)  # --model, --device, --json
-    p.set_defaults(func=cli_neurons)
-
-
-def cli_neurons(args, model=None) -> dict:
-    """Handler of ``interp neurons``; ``model`` lets tests pass a loaded model."""
-    if model is None:
-        from ..cli import load_model
-
-        model = load_model(args)
-    if not isinstance(args.top, int) or args.top < 1:
-        raise ValueError(f"--top {args.top!r}; allowed: a positive integer")
-    view = neurons(model, args.layer)
-    chosen = None if args.neuron is None else view._check(args.neuron)
-    res = view.scan(n_docs=args.docs, k=args.k, progress=not args.json)
-    ids = chosen if chosen is not None else res.top_neurons(args.top)["neuron"].tolist()
-    frame = res.to_frame(ids)
-    out, lines = [], [res.summary()]
-    for n in ids:
-        rows = frame[frame.neuron == n]
-        v = view.vocab(n, k=5)
-        item = {"neuron": n, "max_activation": float(rows.activation.max()) if len(rows) else None,
-                "contexts": rows[["activation", "title", "token", "context"]].to_dict(orient="records"),
-                "promotes": [t for t, _, _ in v.promoted], "suppresses": [t for t, _, _ in v.suppressed]}
-        out.append(item)
-        lines.append(f"N{n}: max {item['max_activation']:.2f}; promotes {item['promotes']}")
-        lines += [f"    {c['activation']:7.2f}  {c['context']!r}  ({c['title']})" for c in item["contexts"]]
-    return {"_text": "\n".join(lines), "layer": view.layer, "docs": int(res.state.docs_seen.numel()),
-            "tokens": res.state.n_tokens, "k": args.k, "neurons": out}
-
-
-DEMO_LAYER = 4  # early enough to scan in seconds on a CPU; its top neurons read digits and century ordinals
-
-
-def demo(model) -> None:
-    """``make demo`` section: the top neurons of one layer over 100 Wikipedia documents (first 48 tokens each)."""
-    layer = min(DEMO_LAYER, model.n_layers - 1)
-    view = neurons(model, layer)
-    res = view.scan(n_docs=100, k=3, max_len=48, progress=False)
-    print(f"== FFN neurons: {res.summary()}")
-    for row in res.top_neurons(5).itertuples():
-        contexts = res.to_frame(row.neuron).context.tolist()
-        print(f"  L{layer}N{row.neuron:<5d} max {row.max_activation:5.2f}  " + "  |  ".join(repr(c) for c in contexts))

@@ -10,16 +10,17 @@ k is the MLP hidden vector at one layer — the input of the down projection, ``
 
 Policies (all recorded in ``stats.meta``):
 
-- Tokens: each document is BOS + its text truncated to ``max_len`` tokens (``interp.corpus.token_batches``).
+- Tokens: each document is BOS + its text truncated to ``max_len`` tokens (``core.corpus.token_batches``).
   Padding positions never count. **BOS positions do not count either**: the BOS state is a context-free outlier
   (the attention sink, with very large activations on most models) that is never the key of an edited fact, and
   the reference ROME code computes its statistics on GPT-2 text without a BOS. With ``n_tokens`` the scan stops
   at exactly that many counted tokens (the last document may be cut).
 - Accumulation: the activations come out of the model in its dtype and are summed in float64 (sum of k k^T, sum
-  of k, count). The accumulator is a plain object whose ``merge`` adds the three sums, so shards computed
-  anywhere (other processes, later torch.distributed) combine exactly (up to float64 summation order).
-- Speed: only the one hook is captured and the forward stops right after it (a ``StopForward`` raised from the
-  hook), so layers above ``layer``, the final norm and the unembedding never run.
+  of k, count). ``KeyStats`` is an ``accumulate.Accumulator`` whose ``merge`` adds the three sums, so shards
+  computed anywhere (other processes, torch.distributed ranks via ``accumulate.reduce``) combine exactly (up to
+  float64 summation order).
+- Speed: the scan is ``accumulate.scan``: only the one hook is captured and the forward stops right after it,
+  so layers above ``layer``, the final norm and the unembedding never run.
 - Shards: ``offset`` / ``n_docs`` select the corpus documents ``offset .. offset + n_docs - 1``; two processes
   scanning disjoint ranges and ``a.merge(b)`` give the one-pass result. When the shard boundaries are multiples
   of ``batch_size`` the batches (hence the float32 activations) are bitwise the ones of the one-pass run, and
@@ -31,7 +32,7 @@ Policies (all recorded in ``stats.meta``):
       c = a.merge(b)   # == mlp_key_second_moment(model, 8, n_tokens=None, n_docs=1024), to float64 rounding
 
   (``KeyStats.save`` / ``KeyStats.load`` move a shard between processes.)
-- Cache: ``interp._paths.cache_dir()/stats/<model fingerprint>/<key>.safetensors`` (float64 sums + count; the
+- Cache: ``core.paths.cache_dir()/stats/<model fingerprint>/<key>.safetensors`` (float64 sums + count; the
   metadata is in the safetensors header) with a ``.json`` sidecar holding the metadata and the SHA-256 of the
   tensor file. Never pickle. A truncated or altered file fails the check and is recomputed (with a warning).
 - Resume: every ``checkpoint_every`` batches the partial sums and the number of documents consumed are written
@@ -45,7 +46,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import time
 import warnings
 from collections.abc import Callable
@@ -55,8 +55,10 @@ from pathlib import Path
 import torch
 
 from ..core import paths as _paths
-from ..core.results import Result, new_figure, save_fig
-from ..core.hooks import StopForward
+from ..core.corpus import wiki_documents
+from ..core.inputs import check_int
+from ..core.results import Result, jsonable, new_figure, save_fig
+from .accumulate import Accumulator, remove_state, scan
 
 FORMAT_VERSION = 1
 CORPORA = ("wiki",)
@@ -64,11 +66,14 @@ CORPORA = ("wiki",)
 
 # ============================================================================================== accumulator
 @dataclass(repr=False, eq=False)
-class KeyStats(Result):
+class KeyStats(Result, Accumulator):
     """Running float64 sums of MLP keys k [d_mlp] at one layer: ``moment_sum`` = Σ k kᵀ, ``sum`` = Σ k, ``count``.
 
-    ``mom2`` = moment_sum / count is C = E[k kᵀ] (uncentered). ``merge`` adds the sums exactly, so this is the
-    unit a distributed run reduces."""
+    ``mom2`` = moment_sum / count is C = E[k kᵀ] (uncentered). ``merge`` adds the sums exactly, so ranks reduce it
+    by summing (``reduction = "sum"``)."""
+
+    reduction = "sum"
+    summed = ("moment_sum", "sum", "count")
 
     layer: int
     moment_sum: torch.Tensor  # float64 [d_mlp, d_mlp]
@@ -86,8 +91,17 @@ class KeyStats(Result):
     def d_mlp(self) -> int:
         return self.sum.shape[0]
 
+    @property
+    def hook_names(self) -> list[str]:
+        return [f"blocks.{self.layer}.mlp.hook_post"]
+
     # ------------------------------------------------------------------------------------------ accumulate
-    def add(self, k: torch.Tensor) -> None:
+    def add(self, batch, acts: dict) -> None:
+        """Add the keys of a scan batch: the hook's activation at the batch's counted positions."""
+        (k,) = acts.values()
+        self.add_keys(k[batch.counted.to(k.device)])
+
+    def add_keys(self, k: torch.Tensor) -> None:
         """Add keys ``k`` [n, d_mlp] (any float dtype); summed in float64."""
         k = k.reshape(-1, self.d_mlp).to(self.moment_sum.device, torch.float64)
         self.moment_sum.addmm_(k.T, k)
@@ -185,7 +199,7 @@ class KeyStats(Result):
         tensors = {"moment_sum": self.moment_sum.detach().cpu().contiguous(),
                    "sum": self.sum.detach().cpu().contiguous(),
                    "count": torch.tensor([self.count], dtype=torch.int64)}
-        return {"tensors": tensors, "meta": {**_jsonable(self.meta), "layer": self.layer}}
+        return {"tensors": tensors, "meta": {**_json_meta(self.meta), "layer": self.layer}}
 
     @classmethod
     def from_state_dict(cls, state: dict) -> KeyStats:
@@ -199,15 +213,6 @@ class KeyStats(Result):
                              f"expected float64 [{d}, {d}]")
         return cls(int(meta["layer"]), t["moment_sum"], t["sum"].to(torch.float64), int(t["count"].reshape(-1)[0]),
                    meta)
-
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write ``path`` (safetensors, metadata in its header) and ``path`` with ``.json`` (metadata + SHA-256)."""
-        return _write_pair(Path(path), self.state_dict())
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> KeyStats:
-        """Read what :meth:`save` wrote; FileNotFoundError if absent, ValueError if truncated or altered."""
-        return cls.from_state_dict(_read_pair(Path(path)))
 
     # ------------------------------------------------------------------------------------------ display
     def summary(self) -> str:
@@ -227,7 +232,14 @@ class KeyStats(Result):
                              "std": var.sqrt().cpu().numpy(), "eigenvalue": self.eigenvalues().cpu().numpy()},
                             index=pd.RangeIndex(self.d_mlp, name="unit"))
 
-    def plot(self, out=None):
+    def to_json(self) -> dict:
+        """The summary, the scalars and the metadata (the per-unit table is ``to_frame()``; it has d_mlp rows)."""
+        empty = self.count == 0
+        return {"result": "KeyStats", "summary": self.summary(), "layer": self.layer, "count": self.count,
+                "d_mlp": self.d_mlp, "condition_number": None if empty else jsonable(self.condition_number()),
+                "meta": _json_meta(self.meta)}
+
+    def plot(self, *, out=None):
         """Left: eigenvalue spectrum of C (log scale). Right: second moment C_ii per unit, sorted."""
         fig = new_figure(figsize=(10, 3.6))
         ax1, ax2 = fig.subplots(1, 2)
@@ -266,12 +278,12 @@ def mlp_key_second_moment(model, layer: int, *, n_tokens: int | None = 100_000, 
     layer = model.check_layer(layer)
     if model.d_mlp is None:
         raise ValueError(f"model {model.source} has no MLP layers; key statistics need one")
-    _check_int("n_tokens", n_tokens, 1, allow_none=True)
-    _check_int("batch_size", batch_size, 1)
-    _check_int("max_len", max_len, 2)
-    _check_int("offset", offset, 0)
-    _check_int("n_docs", n_docs, 1, allow_none=True)
-    _check_int("checkpoint_every", checkpoint_every, 1)
+    check_int("n_tokens", n_tokens, 1, allow_none=True)
+    check_int("batch_size", batch_size, 1)
+    check_int("max_len", max_len, 2)
+    check_int("offset", offset, 0)
+    check_int("n_docs", n_docs, 1, allow_none=True)
+    check_int("checkpoint_every", checkpoint_every, 1)
     docs, corpus_id = _select_documents(corpus, offset, n_docs)
     meta = request_meta(model, layer, corpus_id=corpus_id, n_tokens=n_tokens, offset=offset, n_docs=n_docs,
                         max_len=max_len)
@@ -285,13 +297,34 @@ def mlp_key_second_moment(model, layer: int, *, n_tokens: int | None = 100_000, 
         state, start_doc = _try_resume(path, meta)
     if state is None:
         state = KeyStats.empty(layer, model.d_mlp, meta, device=model.device_of(layer))
-    state = _scan(model, layer, docs, state, start_doc, n_tokens=n_tokens, batch_size=batch_size, max_len=max_len,
-                  progress=progress, checkpoint=path, checkpoint_every=checkpoint_every, callback=callback)
+    t0 = time.perf_counter() - state.meta.get("seconds", 0.0)
+
+    def mark(info):  # the metadata that makes the sums a resumable checkpoint
+        state.meta["docs_consumed"] = info["docs_consumed"]
+        state.meta["seconds"] = time.perf_counter() - t0
+
+    def checkpoint(info):
+        mark(info)
+        state.save(_partial_path(path))
+
+    def on_batch(info):
+        mark(info)
+        if callback is not None:
+            callback({"batches": info["batches"], "docs_consumed": info["docs_consumed"], "count": state.count})
+
+    scan(model, docs, state, batch_size=batch_size, max_len=max_len, start_doc=start_doc,
+         n_tokens=None if n_tokens is None else n_tokens - state.count, progress=progress,
+         desc=f"C at layer {layer}", checkpoint=checkpoint if path is not None else None,
+         checkpoint_every=checkpoint_every, callback=on_batch)
     if state.count == 0:
         raise ValueError(f"no tokens counted at layer {layer}: every selected document is empty after BOS")
+    state.meta["seconds"] = time.perf_counter() - t0
+    state.meta["count"] = state.count
+    state.meta["tokens_per_s"] = state.count / max(state.meta["seconds"], 1e-9)
+    state.meta["condition_number"] = state.condition_number()
     if path is not None:
         state.save(path)
-        _remove_pair(_partial_path(path))
+        remove_state(_partial_path(path))
     return state
 
 
@@ -302,81 +335,10 @@ def request_meta(model, layer: int, *, corpus_id: str, n_tokens, offset: int, n_
             "offset": offset, "n_docs": n_docs, "max_len": max_len, "bos": "excluded", "padding": "excluded"}
 
 
-def _scan(model, layer, docs, state: KeyStats, start_doc: int, *, n_tokens, batch_size, max_len, progress,
-          checkpoint: Path | None, checkpoint_every: int, callback) -> KeyStats:
-    """Stream ``docs[start_doc:]`` through the model up to ``layer``'s MLP, adding the keys to ``state``."""
-    from ..core.corpus import token_batches
-
-    name = f"blocks.{layer}.mlp.hook_post"
-    budget = math.inf if n_tokens is None else n_tokens
-    consumed, batches, consistent = start_doc, 0, True
-    t0 = time.perf_counter() - state.meta.get("seconds", 0.0)
-    bar = _progress_bar(progress, total=n_tokens if n_tokens is not None else None, initial=state.count, layer=layer)
-    try:
-        for toks, mask, idx in token_batches(model, docs[start_doc:], max_len=max_len, batch_size=batch_size):
-            if state.count >= budget:
-                break
-            mask = _counted_positions(mask, budget - state.count)
-            keys = _keys_at(model, name, toks, mask)  # [n, d_mlp]
-            consistent = False  # between here and the end of the three updates a checkpoint would be torn
-            state.add(keys)
-            consumed = start_doc + idx[-1] + 1
-            state.meta["docs_consumed"] = consumed
-            consistent = True
-            batches += 1
-            state.meta["seconds"] = time.perf_counter() - t0
-            bar.update(keys.shape[0])
-            if checkpoint is not None and batches % checkpoint_every == 0:
-                state.save(_partial_path(checkpoint))
-            if callback is not None:
-                callback({"batches": batches, "docs_consumed": consumed, "count": state.count})
-    except BaseException:
-        if checkpoint is not None and consistent and batches > 0:
-            state.save(_partial_path(checkpoint))
-        raise
-    finally:
-        bar.close()
-    state.meta["seconds"] = time.perf_counter() - t0
-    state.meta["count"] = state.count
-    state.meta["tokens_per_s"] = state.count / max(state.meta["seconds"], 1e-9)
-    state.meta["condition_number"] = state.condition_number() if state.count else None
-    return state
-
-
-def _keys_at(model, name: str, toks: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The activation at hook ``name`` for the positions in ``mask`` -> [n, d]; the forward stops at the hook."""
-    box = {}
-
-    def grab(t, hook):
-        box["k"] = t.detach()
-        raise StopForward  # nothing above this layer is needed
-
-    with torch.no_grad(), model.hooks([(name, grab)], description="mlp_key_second_moment"):
-        try:
-            model.forward(toks)
-        except StopForward:
-            pass
-    if "k" not in box:
-        raise RuntimeError(f"hook {name} did not fire")
-    return box["k"][mask.to(box["k"].device)]
-
-
-def _counted_positions(mask: torch.Tensor, budget) -> torch.Tensor:
-    """Real, non-BOS positions of a batch (row-major), at most ``budget`` of them."""
-    mask = mask.clone()
-    mask[:, 0] = False  # BOS (token_batches puts it first in every row)
-    if math.isfinite(budget) and int(mask.sum()) > budget:
-        order = mask.flatten().cumsum(0).reshape(mask.shape)
-        mask &= order <= budget
-    return mask
-
-
 def _select_documents(corpus, offset: int, n_docs: int | None) -> tuple[list, str]:
     if isinstance(corpus, str):
         if corpus not in CORPORA:
             raise ValueError(f"corpus {corpus!r} not known; allowed: {', '.join(CORPORA)}, or a list of texts")
-        from ..core.corpus import wiki_documents
-
         return wiki_documents(n=n_docs, offset=offset), corpus
     texts = list(corpus)
     if not texts or not all(isinstance(t, str) and t for t in texts):
@@ -387,31 +349,6 @@ def _select_documents(corpus, offset: int, n_docs: int | None) -> tuple[list, st
     if not docs:
         raise ValueError(f"no documents in range offset={offset}, n_docs={n_docs}; the corpus has {len(texts)}")
     return docs, f"texts:{len(texts)}:{h}"
-
-
-def _progress_bar(progress: bool, total, initial: int, layer: int):
-    if not progress:
-        return _NoBar()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, unit="tok", unit_scale=True, desc=f"C at layer {layer}",
-                leave=False, mininterval=1.0)
-
-
-class _NoBar:
-    def update(self, n):
-        pass
-
-    def close(self):
-        pass
-
-
-def _check_int(name: str, value, lo: int, allow_none: bool = False):
-    if value is None and allow_none:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < lo:
-        extra = " or None" if allow_none else ""
-        raise ValueError(f"{name}={value!r}; allowed: an integer >= {lo}{extra}")
 
 
 # ============================================================================================== disk cache
@@ -471,59 +408,8 @@ def _try_resume(path: Path, meta: dict) -> tuple[KeyStats | None, int]:
     return state, start
 
 
-def _write_pair(path: Path, state: dict) -> Path:
-    """safetensors (tensors + metadata header) then the JSON sidecar with the tensor file's SHA-256; each written
-    to a temporary name and renamed, so readers see either the old pair or the new one."""
-    from safetensors.torch import save_file
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    meta_json = json.dumps(state["meta"], sort_keys=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    save_file(state["tensors"], str(tmp), metadata={"meta": meta_json})
-    digest = _sha256(tmp)
-    os.replace(tmp, path)
-    side = path.with_suffix(".json")
-    tmp_side = side.with_name(f".{side.name}.{os.getpid()}.tmp")
-    tmp_side.write_text(json.dumps({"meta": state["meta"], "sha256": digest, "bytes": path.stat().st_size},
-                                   indent=1, sort_keys=True))
-    os.replace(tmp_side, side)
-    return path
-
-
-def _read_pair(path: Path) -> dict:
-    from safetensors import safe_open
-
-    side = path.with_suffix(".json")
-    if not path.exists():
-        raise FileNotFoundError(f"no statistics file {path}")
-    if not side.exists():
-        raise ValueError(f"{side} (metadata and checksum of {path.name}) is missing")
-    info = json.loads(side.read_text())
-    size = path.stat().st_size
-    if size != info.get("bytes") or _sha256(path) != info.get("sha256"):
-        raise ValueError(f"{path} is truncated or altered ({size} bytes, expected {info.get('bytes')}; "
-                         "checksum mismatch)")
-    with safe_open(str(path), framework="pt") as f:
-        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a dict)
-        header = json.loads((f.metadata() or {}).get("meta", "{}"))
-    if header != info["meta"]:
-        raise ValueError(f"{path}: header metadata and {side.name} disagree")
-    return {"tensors": tensors, "meta": info["meta"]}
-
-
-def _remove_pair(path: Path) -> None:
-    for p in (path, path.with_suffix(".json")):
-        try:
-            p.unlink()
-        except FileNotFoundError:
-            pass
-
-
-def _sha256(path: Path) -> str:
-    return _paths.file_sha256(path)
-
-
-def _jsonable(meta: dict) -> dict:
+def _json_meta(meta: dict) -> dict:
+    """Metadata as JSON (non-finite floats as strings: an infinite condition number stays readable)."""
     out = {}
     for k, v in meta.items():
         if isinstance(v, float) and not math.isfinite(v):

@@ -37,13 +37,19 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
-from ..core.results import Result, new_figure, save_fig
-from ..core.hooks import StopForward
+from ..core.caches import model_cache
+from ..core.corpus import wiki_documents
+from ..core.hooks import capture
+from ..core.inputs import check_int, decode
+from ..core.inputs import target_id as _scored_target
+from ..core.progress import bar
+from ..core.results import Result, jsonable, new_figure, save_fig
 
 KINDS = ("resid", "mlp", "attn")
 _HOOK = {"resid": "hook_resid_post", "mlp": "hook_mlp_out", "attn": "hook_attn_out"}
@@ -73,6 +79,9 @@ class TraceResult(Result):
     seed: int
     seconds: float
     meta: dict = field(default_factory=dict)
+    # What the caller asked for (None: the clean top-1). ``target`` is the token actually scored, which is only
+    # the first token of a multi-token ``target_given``.
+    target_given: str | int | None = None
 
     @property
     def n_layers(self) -> int:
@@ -135,7 +144,7 @@ class TraceResult(Result):
                                  "effect": float(eff[layer, pos])})
         return pd.DataFrame(rows)
 
-    def plot(self, kind: str | None = None, out=None, value: str = "prob"):
+    def plot(self, kind: str | None = None, *, out=None, value: str = "prob"):
         """Heatmaps in the style of ROME Figure 1: tokens on y (subject tokens marked *), layers on x. ``kind``
         None draws every traced kind side by side. ``value``: "prob" (p(target) with the state restored, as in
         the paper) or "effect" (minus the corrupted probability)."""
@@ -162,15 +171,21 @@ class TraceResult(Result):
         fig.tight_layout()
         return save_fig(fig, out)
 
-    def to_dict(self) -> dict:
-        """JSON-able summary (the CLI's --json output)."""
-        return {"text": self.text, "subject": self.subject, "target": self.target, "target_id": self.target_id,
-                "tokens": self.tokens, "subject_range": list(self.subject_range), "clean_prob": self.clean_prob,
-                "corrupted_prob": self.corrupted_prob, "noise": self.noise, "samples": self.samples,
-                "window": self.window, "seed": self.seed, "seconds": self.seconds, "state": "resid_post",
-                "peaks": {k: {"anywhere": self.peak(k), "last_subject": self.peak(k, "last_subject")}
-                          for k in self.effects},
-                "effects": {k: [[round(float(x), 6) for x in row] for row in v] for k, v in self.effects.items()}}
+    def to_json(self) -> dict:
+        """The CLI's --json document: the effects grid (null where not traced) and the peaks (the long table would
+        repeat the tokens)."""
+        return jsonable({
+            "result": "TraceResult", "summary": self.summary(), "text": self.text, "subject": self.subject,
+            "target": self.target, "target_id": self.target_id, "target_given": self.target_given,
+            "tokens": self.tokens, "subject_range": list(self.subject_range), "clean_prob": self.clean_prob,
+            "corrupted_prob": self.corrupted_prob, "noise": self.noise, "samples": self.samples,
+            "window": self.window, "seed": self.seed, "seconds": self.seconds, "state": "resid_post",
+            "noise_basis": self.meta.get("noise_basis"),
+            "peaks": {k: {"anywhere": self.peak(k), "last_subject": self.peak(k, "last_subject")}
+                      for k in self.effects},
+            "effects": {k: [[round(float(x), 6) for x in row] for row in v] for k, v in self.effects.items()}})
+
+    to_dict = to_json  # deprecated spelling, kept for one release
 
 
 @dataclass(repr=False, eq=False)
@@ -222,7 +237,12 @@ class FactTraceResult(Result):
                              "ci95": float(ci[layer]), "n_facts": self.effects[kind].shape[0]})
         return pd.DataFrame(rows)
 
-    def plot(self, out=None):
+    def to_json(self) -> dict:
+        return {**super().to_json(), "peak_layers": {k: self.peak_layer(k) for k in self.effects},
+                "records": jsonable(self.records), "samples": self.samples, "window": self.window,
+                "seconds": self.seconds}
+
+    def plot(self, *, out=None):
         """Average indirect effect per layer with its 95% band, one line per kind (the paper's Figure 2 style)."""
         fig = new_figure(figsize=(6.5, 3.6))
         ax = fig.subplots()
@@ -245,8 +265,9 @@ def causal_trace(model, text: str, subject: str, target=None, *, noise: float | 
                  method: str = "grow", chunk_tokens: int = 8192, progress: bool = False) -> TraceResult:
     """Trace which hidden states carry the fact ``text`` → ``target`` about ``subject`` (see module docstring).
 
-    target: None (the model's top-1 next token on the clean prompt), a string (its first token is scored) or a
-        token id. noise: std of the Gaussian corruption (None: 3σ of subject embeddings; 0 allowed).
+    target: None (the model's top-1 next token on the clean prompt), a string or a token id; a multi-token string
+        is scored by its first token (the core target policy: a UserWarning names it, ``.target`` holds it).
+    noise: std of the Gaussian corruption (None: 3σ of subject embeddings; 0 allowed).
     positions: None (every token from the subject's first one) or a list of positions / "subject" (all its
         tokens) / "last_subject" / "last" to restore only there (other tokens then have effect NaN, and those
         before the subject 0).
@@ -259,15 +280,17 @@ def causal_trace(model, text: str, subject: str, target=None, *, noise: float | 
     if method not in _ENGINES:
         raise ValueError(f"method {method!r} not known; allowed: {', '.join(_ENGINES)}")
     toks, (s0, s1) = _prompt_and_subject(model, text, subject)
+    # Resolved before any forward so a bad target fails fast; None waits for the clean run's argmax.
+    given = None if target is None else _scored_target(model, target).id
     n, L = toks.shape[1], model.n_layers
-    noise = _noise_level(model, noise)
+    noise, basis = _noise_level(model, noise)
     draws = _noise_draws(samples, s1 - s0, model.d_model, noise, seed)
     pos_list = _positions(positions, s0, s1, n)
     layer_list = list(range(L)) if layers is None else sorted({model.check_layer(x) for x in layers})
     if not layer_list:
         raise ValueError("layers=[] restores nothing; pass None (all layers) or some layer indices")
     names = sorted({h for k in kinds for layer in layer_list for h in _window_hooks(k, layer, window, L)})
-    probs, clean_states, target_id = _baseline(model, toks, (s0, s1), draws, target, names)
+    probs, clean_states, target_id = _baseline(model, toks, (s0, s1), draws, given, names)
     clean_prob, corrupted = float(probs[0]), probs[1:]
     low = float(corrupted.mean())
     configs = [(_window_hooks(k, layer, window, L), pos) for k in kinds for layer in layer_list for pos in pos_list]
@@ -281,16 +304,12 @@ def causal_trace(model, text: str, subject: str, target=None, *, noise: float | 
         grid[torch.tensor(layer_list)[:, None], torch.tensor(pos_list)[None, :]] = p[i]
         restored[kind] = grid
         effects[kind] = grid - low
-    return TraceResult(text=text, subject=subject, target=_decode(model, target_id), target_id=target_id,
+    return TraceResult(text=text, subject=subject, target=decode(model, target_id), target_id=target_id,
                        tokens=model.to_str_tokens(toks), subject_range=(s0, s1), clean_prob=clean_prob,
                        corrupted_prob=low, corrupted_probs=corrupted, effects=effects, restored=restored,
                        noise=noise, samples=samples, window=window, seed=seed, seconds=time.perf_counter() - t0,
-                       meta={"state": "resid_post", "noise_basis": _NOISE_BASIS.get(model.fingerprint, "given"),
-                             "positions": pos_list, "layers": layer_list, "method": method})
-
-
-def _decode(model, token_id: int) -> str:
-    return model.tokenizer.decode([token_id]) if model.tokenizer is not None else str(token_id)
+                       meta={"state": "resid_post", "noise_basis": basis, "positions": pos_list,
+                             "layers": layer_list, "method": method}, target_given=target)
 
 
 def trace_facts(model, records: Iterable[dict], *, samples: int = 10, window: int = 10,
@@ -298,33 +317,33 @@ def trace_facts(model, records: Iterable[dict], *, samples: int = 10, window: in
                 progress: bool = True) -> FactTraceResult:
     """Indirect effect per layer at the last subject token, averaged over facts.
 
-    records: dicts (or ``interp.facts.Fact``) with ``subject`` and ``prompt`` — a template with "{}" (filled
-    with the subject) or a full prompt containing the subject — and optionally ``target_true`` (str, or {"str": ...}); without it the
-    model's top-1 next token is the target. Use the dev split of data/facts.jsonl to choose the edit layer:
-    ``trace_facts(model, interp.facts.load_records(split="dev")).peak_layer("mlp")``."""
+    records: dicts (or ``interp.editing.facts.Fact``) with ``subject`` and ``prompt`` — a template with "{}"
+    (filled with the subject) or a full prompt containing the subject — and optionally ``target_true`` (str, or
+    {"str": ...}; scored by the core target policy); without it the model's top-1 next token is the target. Use
+    the dev split of data/facts.jsonl to choose the edit layer:
+    ``trace_facts(model, interp.editing.facts.load_records(split="dev")).peak_layer("mlp")``."""
     t0 = time.perf_counter()
     kinds = _check_common(model, samples, window, kinds)
     records = list(records)
     if not records:
         raise ValueError("no records given; pass dicts with 'prompt' and 'subject'")
-    noise = _noise_level(model, noise)
+    noise, _ = _noise_level(model, noise)
     per_kind = {k: [] for k in kinds}
     clean, corrupted, used = [], [], []
-    it = records
-    if progress:
-        from tqdm.auto import tqdm
-
-        it = tqdm(records, desc="trace facts", leave=False)
-    for rec in it:
+    for rec in bar(records, desc="trace facts", enabled=progress, unit="fact"):
         text, subject, target = fact_prompt(rec)
-        tr = causal_trace(model, text, subject, target, noise=noise, samples=samples, window=window, seed=seed,
-                          kinds=kinds, positions=["last_subject"])
+        with warnings.catch_warnings():
+            # Many facts have multi-token targets; each record names its scored token instead of one warning each.
+            warnings.filterwarnings("ignore", message=".*scoring its first token", category=UserWarning)
+            tr = causal_trace(model, text, subject, target, noise=noise, samples=samples, window=window,
+                              seed=seed, kinds=kinds, positions=["last_subject"])
         for k in kinds:
             per_kind[k].append(tr.effects[k][:, tr.last_subject])
         clean.append(tr.clean_prob)
         corrupted.append(tr.corrupted_prob)
         case_id = rec.get("case_id") if isinstance(rec, dict) else getattr(rec, "case_id", None)
-        used.append({"case_id": case_id, "text": text, "subject": subject, "target": tr.target})
+        used.append({"case_id": case_id, "text": text, "subject": subject, "target": tr.target,
+                     "target_given": target})
     return FactTraceResult(effects={k: torch.stack(v) for k, v in per_kind.items()}, records=used,
                            clean_probs=torch.tensor(clean), corrupted_probs=torch.tensor(corrupted),
                            samples=samples, window=window, seconds=time.perf_counter() - t0,
@@ -332,7 +351,7 @@ def trace_facts(model, records: Iterable[dict], *, samples: int = 10, window: in
 
 
 def fact_prompt(rec) -> tuple[str, str, str | None]:
-    """(text, subject, target) of a fact record (a dict, or an ``interp.facts.Fact``): "{}" in the prompt is
+    """(text, subject, target) of a fact record (a dict, or an ``interp.editing.facts.Fact``): "{}" in the prompt is
     replaced by the subject."""
     if hasattr(rec, "to_dict"):
         rec = rec.to_dict()
@@ -363,7 +382,7 @@ def _baseline(model, toks, subj, draws, target, names):
     zero = torch.zeros_like(draws[:1])
     hooks = [("hook_embed", _corrupt(subj, torch.cat([zero, draws])))] + [(nm, keep(nm)) for nm in names]
     logits = _last_logits(model, batch, hooks)
-    target_id = _target_id(model, target, logits[0])
+    target_id = int(logits[0].argmax()) if target is None else _scored_target(model, target).id
     return logits.softmax(-1)[:, target_id], states, target_id
 
 
@@ -376,7 +395,7 @@ def _plain_probs(model, toks, subj, draws, target_id, configs, clean_states, *, 
     S, n = draws.shape[0], toks.shape[1]
     per_fwd = max(1, chunk_tokens // (S * n))
     out = []
-    for start in _maybe_progress(range(0, len(configs), per_fwd), progress, desc):
+    for start in bar(range(0, len(configs), per_fwd), desc=desc, enabled=progress, unit="forward"):
         chunk = configs[start:start + per_fwd]
         rows_by_hook: dict[str, tuple[list[int], list[int]]] = {}
         for c, (hook_names, pos) in enumerate(chunk):
@@ -410,7 +429,7 @@ def _grow_probs(model, toks, subj, draws, target_id, configs, clean_states, *, c
     per_fwd = max(1, chunk_tokens // (n * S) - 1)
     out = torch.empty(len(configs), S)
     chunks = [order[i:i + per_fwd] for i in range(0, len(order), per_fwd)]
-    for chunk in _maybe_progress(chunks, progress, desc):
+    for chunk in bar(chunks, desc=desc, enabled=progress, unit="forward"):
         joins: dict[int, int] = {}
         rows_by_hook: dict[str, tuple[list[int], list[int]]] = {}
         for i, c in enumerate(chunk):  # sorted by first layer: configs join in this order
@@ -446,30 +465,13 @@ def _layer_of(hook_name: str) -> int:
     return int(hook_name.split(".")[1])
 
 
-def _maybe_progress(it, progress: bool, desc: str):
-    if not progress:
-        return it
-    from tqdm.auto import tqdm
-
-    return tqdm(it, desc=desc, leave=False)
-
-
 def _last_logits(model, batch, hooks) -> torch.Tensor:
     """Run ``batch`` with ``hooks``; stop at the final residual and unembed only the last position ->
     float32 CPU [batch, d_vocab]."""
     final = f"blocks.{model.n_layers - 1}.hook_resid_post"
-    box = {}
-
-    def grab(t, hook):
-        box["x"] = t[:, -1].detach()
-        raise StopForward
-
-    with torch.no_grad(), model.hooks(list(hooks) + [(final, grab)], description="causal_trace"):
-        try:
-            model.forward(batch)
-        except StopForward:
-            pass
-    return model.unembed(model.final_norm(box["x"]))
+    store, _ = capture(model, batch, [final], keep=lambda name, t: t[:, -1].detach(), stop=True, hooks=hooks,
+                       description="causal_trace")
+    return model.unembed(model.final_norm(store[final]))
 
 
 def _corrupt(subj, noise):
@@ -522,15 +524,19 @@ def _positions(positions, s0, s1, n) -> list[int]:
 
 
 # ============================================================================================== inputs
-def _check_common(model, samples, window, kinds):
-    if not isinstance(samples, int) or isinstance(samples, bool) or samples < 1:
-        raise ValueError(f"samples={samples!r}; allowed: an integer >= 1")
-    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
-        raise ValueError(f"window={window!r}; allowed: an integer >= 1")
+def check_kinds(kinds) -> list[str]:
+    """``kinds`` as a list of distinct names from KINDS (one string allowed)."""
     kinds = [kinds] if isinstance(kinds, str) else list(kinds)
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds or len(set(kinds)) != len(kinds):
         raise ValueError(f"kinds {bad or kinds!r} not allowed; give distinct names from: {', '.join(KINDS)}")
+    return kinds
+
+
+def _check_common(model, samples, window, kinds):
+    check_int("samples", samples, 1)
+    check_int("window", window, 1)
+    kinds = check_kinds(kinds)
     if model.d_mlp is None and "mlp" in kinds:
         raise ValueError(f"model {model.source} has no MLP layers; drop 'mlp' from kinds")
     return kinds
@@ -556,124 +562,38 @@ def _prompt_and_subject(model, text, subject) -> tuple[torch.Tensor, tuple[int, 
     return toks, (hits[0], hits[-1] + 1)
 
 
-def _target_id(model, target, clean_logits) -> int:
-    if target is None:
-        return int(clean_logits.argmax())
-    if isinstance(target, int) and not isinstance(target, bool):
-        if not 0 <= target < model.d_vocab:
-            raise ValueError(f"target id {target} out of range 0..{model.d_vocab - 1}")
-        return target
-    if isinstance(target, str):
-        return model.target_tokens(target)[0]  # first token scores a multi-token target, as in the paper
-    raise ValueError(f"target {target!r}: give None, a string or a token id")
+def check_noise(noise) -> float | None:
+    """None (the default scale) or a finite std >= 0."""
+    if noise is not None and (not isinstance(noise, (int, float)) or isinstance(noise, bool) or not noise >= 0
+                              or math.isinf(noise)):
+        raise ValueError(f"noise={noise!r}; allowed: a finite number >= 0 (std of the Gaussian), or None")
+    return None if noise is None else float(noise)
 
 
-_NOISE_STD: dict[str, float] = {}
-_NOISE_BASIS: dict[str, str] = {}
-
-
-def _noise_level(model, noise) -> float:
-    if noise is not None:
-        if not isinstance(noise, (int, float)) or isinstance(noise, bool) or not noise >= 0 or math.isinf(noise):
-            raise ValueError(f"noise={noise!r}; allowed: a finite number >= 0 (std of the Gaussian), or None")
-        return float(noise)
-    return 3.0 * embedding_std(model)
+def _noise_level(model, noise) -> tuple[float, str]:
+    """(std of the corruption, where it came from)."""
+    if check_noise(noise) is not None:
+        return float(noise), "given"
+    return 3.0 * embedding_std(model), model_cache(model, "trace.noise")["basis"]
 
 
 def embedding_std(model, n_titles: int = 1000) -> float:
     """σ of subject embeddings: std of all entries of ``hook_embed`` over the tokens (BOS excluded) of the first
     ``n_titles`` Wikipedia article titles of the embedded corpus; std of W_E if the corpus is not installed."""
-    fp = model.fingerprint
-    if fp not in _NOISE_STD:
+    memo = model_cache(model, "trace.noise")
+    if memo.get("n_titles") != n_titles:
         try:
-            from ..core.corpus import wiki_documents
-
             titles = [d.title for d in wiki_documents(n=n_titles)]
         except FileNotFoundError:
-            _NOISE_STD[fp], _NOISE_BASIS[fp] = float(model.W_E.std()), "std of W_E entries"
-            return _NOISE_STD[fp]
-        rows = [model.encode(t, prepend_bos=False) for t in titles]
-        ids = torch.tensor([i for r in rows for i in r])[None]
-        box = {}
-
-        def grab(t, hook):
-            box["e"] = t.detach()
-            raise StopForward
-
-        with torch.no_grad(), model.hooks([("hook_embed", grab)], description="embedding_std"):
-            try:
-                model.forward(ids[:, : model.n_ctx])
-            except StopForward:
-                pass
-        _NOISE_STD[fp] = float(box["e"].float().std())
-        _NOISE_BASIS[fp] = f"std of hook_embed over the tokens of {n_titles} Wikipedia titles"
-    return _NOISE_STD[fp]
+            memo.update(n_titles=n_titles, std=float(model.W_E.std()), basis="std of W_E entries")
+            return memo["std"]
+        ids = torch.tensor([i for t in titles for i in model.encode(t, prepend_bos=False)])[None, : model.n_ctx]
+        store, _ = capture(model, ids, ["hook_embed"], stop=True, description="embedding_std")
+        memo.update(n_titles=n_titles, std=float(store["hook_embed"].float().std()),
+                    basis=f"std of hook_embed over the tokens of {n_titles} Wikipedia titles")
+    return memo["std"]
 
 
 def _noise_draws(samples, n_subj, d_model, noise, seed) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return noise * torch.randn(samples, n_subj, d_model, generator=g)
-
-
-# ============================================================================================== CLI and demo
-def add_cli(subparsers) -> None:
-    from ..cli import add_common
-
-    p = subparsers.add_parser("trace", help="causal tracing: which hidden states carry a fact (ROME Figure 1)")
-    p.add_argument("text", help='prompt, e.g. "The Eiffel Tower is located in the city of"')
-    p.add_argument("--subject", required=True, help="subject as it appears in the prompt")
-    p.add_argument("--target", default=None, help="answer to score (default: the model's top-1 next token)")
-    p.add_argument("--out", default=None, help="save the heatmaps as PNG")
-    p.add_argument("--samples", type=int, default=10, help="noise samples (default 10)")
-    p.add_argument("--window", type=int, default=10, help="layers restored around each MLP/attn layer (default 10)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--noise", type=float, default=None, help="noise std (default 3x the subject embedding std)")
-    p.add_argument("--kinds", default="resid,mlp,attn", help="comma-separated subset of resid,mlp,attn")
-    add_common(p)
-    p.set_defaults(func=cli_trace)
-
-
-def cli_trace(args, model=None) -> dict:
-    if model is None:
-        from ..cli import load_model
-
-        model = load_model(args)
-    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
-    tr = causal_trace(model, args.text, args.subject, args.target, noise=args.noise, samples=args.samples,
-                      window=args.window, seed=args.seed, kinds=kinds)
-    if args.out:
-        tr.plot(out=args.out)
-    out = tr.to_dict()
-    out["out"] = args.out
-    out["_text"] = _text_report(tr) + (f"\nheatmaps saved to {args.out}" if args.out else "")
-    return out
-
-
-def _text_report(tr: TraceResult) -> str:
-    lines = [(f"{tr.text!r} -> {tr.target!r}: p clean {tr.clean_prob:.3f}, corrupted {tr.corrupted_prob:.3f} "
-              f"(subject {tr.subject!r} = tokens {tr.subject_range[0]}..{tr.subject_range[1] - 1}, "
-              f"{tr.samples} samples, noise {tr.noise:.3g}, {tr.seconds:.1f} s)")]
-    for k in tr.effects:
-        a, ls = tr.peak(k), tr.peak(k, "last_subject")
-        lines.append(f"  {k:5s}: peak layer {a['layer']} at {a['token_str']!r} (+{a['effect']:.3f}); "
-                     f"at last subject token {ls['token_str']!r}: layer {ls['layer']} (+{ls['effect']:.3f})")
-    return "\n".join(lines)
-
-
-def demo(model) -> None:
-    """Causal trace of the Eiffel Tower fact: 3 noise samples, the subject's tokens and the last token, every
-    third layer (the full trace of all tokens and layers takes minutes on 2 CPU cores: see ``interp trace``)."""
-    print("\n" + "=" * 100 + "\nCausal tracing (ROME): which hidden states carry 'The Eiffel Tower ... city of' -> "
-          "' Paris'?\n" + "=" * 100, flush=True)
-    tr = causal_trace(model, "The Eiffel Tower is located in the city of", "The Eiffel Tower", samples=3,
-                      positions=["subject", "last"], layers=range(0, model.n_layers, 3))
-    print(_text_report(tr))
-    step = tr.meta["layers"][1] - tr.meta["layers"][0] if len(tr.meta["layers"]) > 1 else 1
-    print(f"  indirect effect per restored token (columns: layers 0.. in steps of {step}; ' ' < .02 <= '.' < .05 "
-          "<= ':' < .1 <= '+' < .2 <= '#'):")
-    for kind in tr.effects:
-        for pos in tr.meta["positions"]:
-            row = tr.effects[kind][tr.meta["layers"], pos].tolist()
-            cells = "".join(" .:+#"[sum(v >= c for c in (0.02, 0.05, 0.1, 0.2))] for v in row)
-            print(f"    {kind:5s} {tr.tokens[pos]!r:>10} |{cells}|")
-    print(f"  ({tr.samples} samples, {tr.seconds:.1f} s; `interp trace ... --out trace.png` draws the full heatmaps)")

@@ -1,60 +1,35 @@
-"""``interp`` command line. Every subcommand takes ``--json`` and then prints exactly one JSON document.
+"""Layer 3: the ``interp`` command line. Nothing in the library imports it.
 
-Subcommands live next to the code they run: each analyzer module may define ``add_cli(subparsers)``; a handler
-returns a JSON-able dict (``"_text"``, if present, is what is printed without ``--json``).
+One module per command group, each with ``add_cli(subparsers)``, its handlers and text reports, and (where the
+topic has one) the ``demo(model)`` that ``make demo`` runs. A handler checks its arguments before the model
+loads, calls the analysis, and returns ``{**result.to_json(), "_text": report}``; with ``--json`` exactly one JSON
+document is printed, otherwise the text report. Errors in the arguments or the input exit with status 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import math
+import os
 import sys
 
-# Analyzer modules that contribute subcommands, in the order they appear in --help.
-ANALYZER_MODULES = ["interp.analyses.lens", "interp.analyses.attribution", "interp.analyses.attention",
-                    "interp.analyses.neurons", "interp.analyses.induction", "interp.analyses.induction_train",
-                    "interp.analyses.trace", "interp.editing.rome", "interp.analyses.dist"]
+import torch
+
+from ..core.results import jsonable
+from . import attention, attribution, dist, edit, induction, lens, neurons, reproduce, trace
+from .common import add_common, load_model, section
+
+__all__ = ["main", "build_parser", "add_common", "load_model", "section", "COMMAND_MODULES"]
+
+# The command groups, in the order their subcommands appear in --help.
+COMMAND_MODULES = [lens, attribution, attention, neurons, induction, reproduce, trace, edit, dist]
+ANALYZER_MODULES = [m.__name__ for m in COMMAND_MODULES]
+_jsonable = jsonable  # the name earlier releases exported
 
 
 def analyzer_modules() -> list:
-    """The analyzer modules that are present (tests check that all of ANALYZER_MODULES are)."""
-    found = []
-    for name in ANALYZER_MODULES:
-        try:
-            found.append(importlib.import_module(name))
-        except ModuleNotFoundError as e:
-            if e.name != name:
-                raise
-    return found
-
-
-def add_common(p: argparse.ArgumentParser, *, source: bool = False) -> None:
-    """Options every subcommand shares: --json, --device, and (where it makes sense) a model SOURCE."""
-    if source:
-        p.add_argument("source", nargs="?", default=None,
-                       help="model: a local HF folder, a .gguf file or a hub name (default: embedded SmolLM2)")
-    else:
-        p.add_argument("--model", dest="source", default=None,
-                       help="model: a local HF folder, a .gguf file or a hub name (default: embedded SmolLM2)")
-    p.add_argument("--device", default=None, help="auto (default: cuda, then mps, then cpu), cpu, cuda, cuda:N, mps")
-    p.add_argument("--device-map", default=None,
-                   help="spread the layers over devices: auto, balanced, sequential, or a JSON {module: device}")
-    p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
-
-
-def load_model(args):
-    from ..core.loading import load
-
-    device_map = getattr(args, "device_map", None)
-    if device_map and device_map.lstrip().startswith("{"):
-        try:
-            device_map = json.loads(device_map)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"--device-map {device_map!r} is not valid JSON ({e}); allowed: auto, balanced, "
-                             'sequential, or e.g. \'{"model.layers.0": 0, ...}\'') from None
-    return load(getattr(args, "source", None), device=getattr(args, "device", None), device_map=device_map)
+    """The command-group modules (kept for callers of earlier releases; see COMMAND_MODULES)."""
+    return list(COMMAND_MODULES)
 
 
 def _info(args) -> dict:
@@ -68,11 +43,9 @@ def _info(args) -> dict:
 
 
 def _run(args) -> dict:
-    import torch
-
-    model = load_model(args)
-    if args.top < 1:
+    if args.top < 1:  # before the model loads
         raise ValueError(f"--top {args.top}: allowed >= 1")
+    model = load_model(args)
     logits = model.run(args.text)[0, -1]
     probs = torch.softmax(logits, -1)
     top = torch.topk(probs, min(args.top, model.d_vocab))
@@ -96,31 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(p)
     p.set_defaults(func=_run)
 
-    for module in analyzer_modules():
-        if hasattr(module, "add_cli"):
-            module.add_cli(sub)
+    for module in COMMAND_MODULES:
+        module.add_cli(sub)
     return parser
-
-
-def _jsonable(x):
-    import numpy as np
-    import torch
-
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items() if k != "_text"}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, torch.Tensor):
-        return _jsonable(x.tolist())
-    if isinstance(x, np.generic):
-        return _jsonable(x.item())
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if x is None or isinstance(x, (str, int, float, bool)):
-        return x
-    return str(x)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,20 +87,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         if getattr(args, "json", False):
-            print(json.dumps(_jsonable(result if isinstance(result, dict) else {"result": result})))
+            print(json.dumps(jsonable(result if isinstance(result, dict) else {"result": result})))
         elif isinstance(result, dict):
-            print(result.get("_text") or json.dumps(_jsonable(result), indent=2))
+            print(result.get("_text") or json.dumps(jsonable(result), indent=2))
         elif result is not None:
             print(result)
         sys.stdout.flush()
     except BrokenPipeError:
         # `interp ... | head` closed the pipe early; that is not an error. Point stdout at devnull so the
         # interpreter's final flush does not raise again.
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterator, Sequence
 
 import torch
 
 from . import paths as _paths
+from .inputs import check_int, pad_mask, pad_rows
 
 
 @dataclass(frozen=True)
@@ -65,18 +66,10 @@ def token_batches(model, docs: Sequence[Doc | str], *, max_len: int = 128, batch
     ``max_len`` tokens, right-padded (a causal model's real positions never see the padding)."""
     if not docs:
         raise ValueError("the corpus has no documents; pass at least one")
-    if max_len < 2:
-        raise ValueError(f"max_len={max_len}; allowed: >= 2")
+    check_int("max_len", max_len, 2)
+    check_int("batch_size", batch_size, 1)
     for start in range(0, len(docs), batch_size):
         chunk = docs[start:start + batch_size]
-        rows = []
-        for d in chunk:
-            text = d.text if isinstance(d, Doc) else d
-            rows.append(model.encode(text, prepend_bos=True)[:max_len])
-        width = max(len(r) for r in rows)
-        toks = torch.full((len(rows), width), model.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.bool)
-        for i, r in enumerate(rows):
-            toks[i, : len(r)] = torch.tensor(r)
-            mask[i, : len(r)] = True
-        yield toks, mask, list(range(start, start + len(chunk)))
+        rows = [model.encode(d.text if isinstance(d, Doc) else d, prepend_bos=True)[:max_len] for d in chunk]
+        toks, lengths = pad_rows(model, rows)
+        yield toks, pad_mask(lengths, toks.shape[1]), list(range(start, start + len(chunk)))

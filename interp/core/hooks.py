@@ -151,6 +151,9 @@ def capture(model, inp, names: Sequence[str], *, keep: Callable | None = None, s
             store[name] = keep(name, t)
             if stop and len(store) == len(wanted):
                 raise StopForward
+            # Some bridge hook points (attn.hook_z, hook_q/k/v) see a reshaped copy of the real tensor: returning
+            # it makes the kept tensor the one the forward goes on with, so gradients reach it.
+            return t if grad else None
         return fn
 
     out = {}

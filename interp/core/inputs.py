@@ -126,8 +126,9 @@ class Target(NamedTuple):
         return self.label != self.token
 
 
-def target_id(model, target, *, what: str = "target") -> Target:
-    """The one target policy (see the module docstring): ``Target(id, label, token)``."""
+def target_id(model, target, *, what: str = "target", stacklevel: int = 2) -> Target:
+    """The one target policy (see the module docstring): ``Target(id, label, token)``. ``stacklevel`` points the
+    multi-token warning at the caller's caller (as ``warnings.warn`` counts)."""
     if isinstance(target, torch.Tensor) and target.numel() == 1:
         target = int(target)
     target = as_int(target) if not isinstance(target, str) else target
@@ -135,7 +136,8 @@ def target_id(model, target, *, what: str = "target") -> Target:
         raise ValueError(f"{what} {target!r}: expected a string (e.g. ' Paris') or a token id")
     if isinstance(target, int):
         if not 0 <= target < model.d_vocab:
-            raise ValueError(f"{what} token id {target} not in the vocabulary: allowed 0..{model.d_vocab - 1}")
+            raise ValueError(f"{what} token id {target} not in the vocabulary: allowed 0..{model.d_vocab - 1} "
+                             f"({what} {target} given)")
         text = decode(model, target)
         return Target(target, text, text)
     if not target:
@@ -154,7 +156,7 @@ def target_id(model, target, *, what: str = "target") -> Target:
     if len(ids) > 1:
         pieces = [decode(model, i) for i in ids]
         warnings.warn(f"{what} {target!r} is {len(ids)} tokens {pieces}; scoring its first token "
-                      f"{first!r} (the token predicted next)", UserWarning, stacklevel=3)
+                      f"{first!r} (the token predicted next)", UserWarning, stacklevel=stacklevel + 1)
     return Target(ids[0], target, first)
 
 
@@ -163,7 +165,7 @@ def target_list(model, targets, *, what: str = "target") -> list[Target]:
     if targets is None:
         return []
     items = [targets] if isinstance(targets, (str, int, torch.Tensor)) else list(targets)
-    return [target_id(model, t, what=what) for t in items]
+    return [target_id(model, t, what=what, stacklevel=3) for t in items]
 
 
 def single_token(model, target, *, what: str = "target") -> int:
@@ -175,7 +177,7 @@ def single_token(model, target, *, what: str = "target") -> int:
             pieces = [decode(model, i) for i in ids]
             raise ValueError(f"{what} {target!r} is {len(ids)} tokens {pieces}, not one token; choose a "
                              "single-token target (mind the leading space)")
-    return target_id(model, target, what=what).id
+    return target_id(model, target, what=what, stacklevel=3).id
 
 
 # ---------------------------------------------------------------------------------------------- positions, layers

@@ -18,13 +18,15 @@ moved to ``t.device`` (and weight updates are written on the weight's own device
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import itertools
 import json
 from typing import Callable, Iterable, Sequence
 
 import torch
 
+from . import arch, generation, interventions
+from . import cache as cache_mod
 from .hooks import HookFn, HookSet, capture
 from .inputs import as_int, check_pos, one_text
 
@@ -60,7 +62,7 @@ class Model:
 
     @classmethod
     def from_module(cls, module: torch.nn.Module, tokenizer=None, *, name: str | None = None) -> "Model":
-        """Wrap a HookedRootModule you wrote (e.g. :class:`interp.toy.AttnOnlyTransformer`) that uses the
+        """Wrap a HookedRootModule you wrote (e.g. :class:`interp.analyses.toy.AttnOnlyTransformer`) that uses the
         TransformerLens hook names and has a ``cfg`` with n_layers, n_heads, d_model, d_head, d_vocab, n_ctx."""
         if not hasattr(module, "hook_dict") or not hasattr(module, "cfg"):
             raise ValueError("module must be a HookedRootModule with a cfg (n_layers, n_heads, d_model, ...)")
@@ -79,7 +81,7 @@ class Model:
         other devices — see :attr:`devices` and :meth:`device_of`)."""
         embed = self.hf_model.get_input_embeddings() if self.hf_model is not None else None
         if embed is not None:
-            return _module_device(embed)
+            return arch.module_device(embed)
         return next(self.module.parameters()).device
 
     @property
@@ -89,7 +91,7 @@ class Model:
 
     def device_of(self, layer: int) -> torch.device:
         """Device of ``blocks.{layer}`` (its weights, and the activations its hooks see)."""
-        return _module_device(self.module.blocks[self.check_layer(layer)])
+        return arch.module_device(self.module.blocks[self.check_layer(layer)])
 
     @property
     def device_map(self) -> dict | None:
@@ -100,26 +102,7 @@ class Model:
     def placement_summary(self) -> str:
         """Which parts live where, e.g. ``cuda:0: embedding, layers 0-14 | cuda:1: layers 15-29, final norm,
         unembedding``."""
-        parts: dict[torch.device, list[str]] = {}
-
-        def put(dev, label):
-            parts.setdefault(dev, []).append(label)
-
-        put(self.device, "embedding")
-        runs: list[list] = []  # [device, first layer, last layer]
-        for layer in range(self.n_layers):
-            dev = self.device_of(layer)
-            if runs and runs[-1][0] == dev:
-                runs[-1][2] = layer
-            else:
-                runs.append([dev, layer, layer])
-        for dev, first, last in runs:
-            put(dev, f"layer {first}" if first == last else f"layers {first}-{last}")
-        norm = self._final_norm_module()
-        if norm is not None and next(norm.parameters(), None) is not None:
-            put(_module_device(norm), "final norm")
-        put(self.module.W_U.device, "unembedding")
-        return " | ".join(f"{dev}: {', '.join(labels)}" for dev, labels in parts.items())
+        return arch.placement_summary(self)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -242,15 +225,29 @@ class Model:
         toks = self.to_tokens(inp).to(self.device)
         return self.module(toks)
 
-    def run(self, inp, *, stop_at_layer: int | None = None) -> torch.Tensor:
+    def run(self, inp, *, stop_at_layer: int | None = None, grad: bool = False) -> torch.Tensor:
         """Logits [batch, pos, d_vocab]; with ``stop_at_layer=L``, the residual entering layer L instead
-        ([batch, pos, d_model]; L may be n_layers for the final residual before the final norm)."""
+        ([batch, pos, d_model]; L may be n_layers for the final residual before the final norm). With
+        ``grad=True`` the logits stay on the model's device, attached to the autograd graph (hooks active
+        around the call are part of it); otherwise they are detached float32 on the CPU."""
+        if grad:
+            if stop_at_layer is not None:
+                raise ValueError("grad=True returns the logits; combine it with hooks, not with stop_at_layer")
+            with torch.enable_grad():
+                return self.forward(inp)
         if stop_at_layer is None:
             with torch.no_grad():
                 return _cpu(self.forward(inp))
         layer = self.check_layer(stop_at_layer, allow_end=True)
         name = self._resid_name(layer)
         return self._run_until(inp, name)
+
+    def run_with_cache(self, inp, names=None):
+        """``(logits, cache)`` as in TransformerLens: ``cache["resid_pre", 3]``, ``cache["pattern", 17]``,
+        ``cache.accumulated_resid()``, ``cache.save(path)``. ``inp``: a text, a list of texts (right-padded;
+        ``cache.mask``/``cache.lengths``), or tokens. ``names``: hook names or shorthands (default: the usual
+        points of every layer). See :mod:`interp.core.cache`."""
+        return cache_mod.run_with_cache(self, inp, names)
 
     def _resid_name(self, layer: int) -> str:
         """Hook name of the residual entering ``layer`` (layer == n_layers: the final residual)."""
@@ -273,18 +270,7 @@ class Model:
             wanted = list(names)
         if not wanted:
             raise ValueError("no hook names selected to cache; pass names like 'blocks.0.hook_resid_pre'")
-        store: dict[str, torch.Tensor] = {}
-
-        def saver(key):
-            def save(t, hook):
-                store[key] = _cpu(t)
-            return save
-
-        with torch.no_grad(), self.hooks([(n, saver(n)) for n in wanted], description="cache"):
-            out = self.forward(inp)
-        missing = [n for n in wanted if n not in store]
-        if missing:
-            raise RuntimeError(f"hooks {missing[:3]} did not fire during the forward pass")
+        store, out = capture(self, inp, wanted, keep=lambda name, t: _cpu(t), description="cache")
         return (_cpu(out), store) if logits else store
 
     def generate(self, text: str, max_new_tokens: int = 20, *, n: int | None = None, temperature: float = 0.0,
@@ -292,45 +278,11 @@ class Model:
         """Continue ``text``: greedy when ``temperature == 0``, else sampled (seeded). Returns the continuation
         (without the prompt) as a str, or a list of ``n`` continuations when ``n`` is given.
 
-        Each step re-runs the whole sequence (no KV cache), so hooks active around the call (steering, patching,
-        ablation) act on every step exactly as they do in ``run``."""
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens={max_new_tokens}; allowed: >= 1")
-        if temperature < 0:
-            raise ValueError(f"temperature={temperature}; allowed: >= 0")
-        rows = 1 if n is None else n
-        if rows < 1:
-            raise ValueError(f"n={n}; allowed: >= 1")
-        toks = self._one(text).repeat(rows, 1)
-        start = toks.shape[1]
-        gen = torch.Generator().manual_seed(seed)
-        eos = getattr(self.tokenizer, "eos_token_id", None)
-        done = torch.zeros(rows, dtype=torch.bool)
-        with torch.no_grad():
-            for _ in range(max_new_tokens):
-                if toks.shape[1] >= self.n_ctx:
-                    break
-                logits = _cpu(self.forward(toks)[:, -1])
-                if temperature == 0:
-                    nxt = logits.argmax(-1)
-                else:
-                    logits = logits / temperature
-                    if top_k is not None:
-                        kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
-                        logits = logits.masked_fill(logits < kth, float("-inf"))
-                    nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=gen)[:, 0]
-                if eos is not None:
-                    nxt = torch.where(done, torch.full_like(nxt, eos), nxt)
-                    done |= nxt == eos
-                toks = torch.cat([toks, nxt[:, None]], dim=1)
-                if stop_at_eos and eos is not None and bool(done.all()):
-                    break
-        outs = []
-        for row in toks[:, start:].tolist():
-            if stop_at_eos and eos is not None and eos in row:
-                row = row[: row.index(eos)]
-            outs.append(self.tokenizer.decode(row) if self.tokenizer is not None else str(row))
-        return outs[0] if n is None else outs
+        Hooks active around the call (steering, patching, ablation) act on every step exactly as they do in
+        ``run``: with any hook attached each step re-runs the whole sequence; with none (and one device) a
+        key/value-cached twin gives the same tokens faster (:mod:`interp.core.generation`)."""
+        return generation.generate(self, text, max_new_tokens, n=n, temperature=temperature, top_k=top_k,
+                                   seed=seed, stop_at_eos=stop_at_eos)
 
     # ------------------------------------------------------------------------------------------ residual reads
     def _one(self, text) -> torch.Tensor:
@@ -408,13 +360,15 @@ class Model:
         if norm is None:
             return resid
         with torch.no_grad():
-            return _cpu(norm(resid.to(_module_device(norm), self.dtype)))  # the norm may sit on the last device
+            return _cpu(norm(resid.to(arch.module_device(norm), self.dtype)))  # the norm may sit on the last device
 
     def _final_norm_module(self):
-        ln = getattr(self.module, "ln_final", None)
-        if ln is None:
-            return None
-        return _unwrap(ln)
+        return arch.final_norm_module(self)
+
+    def unembedding(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(W_U [d_model, d_vocab], b_U [d_vocab] or None)`` as the model holds them: on their own device, in
+        the model's dtype, not copied (for analyses that unembed many rows on the device; read only)."""
+        return self.module.W_U, getattr(self.module, "b_U", None)
 
     def unembed(self, x: torch.Tensor) -> torch.Tensor:
         """Normalized residual [..., d_model] -> logits [..., d_vocab]."""
@@ -439,7 +393,7 @@ class Model:
         if which not in ("ln1", "ln2"):
             raise ValueError(f"which={which!r}; allowed: 'ln1' (before attention), 'ln2' (before the MLP)")
         ln = getattr(self.module.blocks[self.check_layer(layer)], which, None)
-        w = getattr(_unwrap(ln), "weight", None) if ln is not None else None
+        w = getattr(arch.unwrap(ln), "weight", None) if ln is not None else None
         return None if w is None else _cpu(w)
 
     def final_norm_bias(self) -> torch.Tensor | None:
@@ -463,91 +417,30 @@ class Model:
         """Every torch hook on every HookPoint (interp's or anyone's) — zero when nothing is attached."""
         return self._hookset.count_torch_hooks()
 
-    def _positions(self, pos, n: int):
-        """None -> every position; an int or a list of ints -> checked indices (negative from the end)."""
-        if pos is None:
-            return slice(None)
-        if isinstance(pos, (list, tuple)):
-            if not pos:
-                raise ValueError("empty list of positions; pass None for every position")
-            return [self.check_pos(p, n) for p in pos]
-        return self.check_pos(pos, n)
-
+    # Interventions: argument checks and hook functions live in interventions.py; these attach them.
     def patch(self, layer: int, point: str, pos, value):
         """Replace the residual at ``blocks.{layer}.hook_resid_{point}``, at ``pos`` (an int, a list of ints, or
         None for all) with a tensor (broadcast to [batch, positions, d_model]: e.g. [d_model] or
         [positions, d_model]) or with ``fn(resid_at_pos) -> tensor``."""
-        layer, point = self.check_layer(layer), self.check_point(point)
-        if not callable(value):
-            value = self.check_vector(value, what="patch value")
-
-        def replace(t, hook):
-            idx = (slice(None), self._positions(pos, t.shape[1]))
-            new = value(t[idx]) if callable(value) else value.to(t.device, t.dtype)
-            out = t.clone()
-            out[idx] = new
-            return out
-
-        return self.hooks([(f"blocks.{layer}.hook_resid_{point}", replace)],
+        return self.hooks(interventions.patch(self, layer, point, pos, value),
                           description=f"patch L{layer} {point} pos={pos}")
 
     def steer(self, vector, layer: int, *, scale: float = 1.0, point: str = "pre", pos=None):
         """Add ``scale * vector`` ([d_model]) to the residual at (layer, point), at ``pos`` (int, list, or None for
         every position)."""
-        layer, point = self.check_layer(layer), self.check_point(point)
-        vec = self.check_vector(vector, what="steering vector")
-        if vec.ndim != 1:
-            raise ValueError(f"steering vector must be 1-D [d_model={self.d_model}], got shape {tuple(vec.shape)}")
-
-        def add(t, hook):
-            idx = (slice(None), self._positions(pos, t.shape[1]))
-            out = t.clone()
-            out[idx] += (scale * vec).to(t.device, t.dtype)
-            return out
-
-        return self.hooks([(f"blocks.{layer}.hook_resid_{point}", add)],
+        return self.hooks(interventions.steer(self, vector, layer, scale=scale, point=point, pos=pos),
                           description=f"steer L{layer} {point} pos={pos} scale={scale}")
-
-    def _mean_of(self, name: str, mean_over) -> torch.Tensor:
-        acts = self.cache(mean_over, [name])[name]
-        return acts.reshape(-1, *acts.shape[2:]).mean(0)  # over batch and positions
 
     def ablate_heads(self, heads: Sequence[tuple[int, int]], mode: str = "zero", mean_over=None):
         """Zero- or mean-ablate heads' outputs (on ``attn.hook_z``). ``mean`` replaces a head's z by its mean over
         batch and positions of ``mean_over`` (text/tokens), or of the current input if ``mean_over`` is None."""
-        if mode not in ("zero", "mean"):
-            raise ValueError(f"ablation mode {mode!r} not known; allowed: 'zero', 'mean'")
-        by_layer: dict[int, list[int]] = {}
-        for layer, head in heads:
-            by_layer.setdefault(self.check_layer(layer), []).append(self.check_head(head))
-        if not by_layer:
-            raise ValueError("no heads given; pass [(layer, head), ...]")
-        pairs = []
-        for layer, hs in sorted(by_layer.items()):
-            name = f"blocks.{layer}.attn.hook_z"
-            ref = self._mean_of(name, mean_over) if (mode == "mean" and mean_over is not None) else None
-            pairs.append((name, _head_ablation(hs, mode, ref)))
-        return self.hooks(pairs, description=f"ablate heads {mode} {sorted(heads)}")
+        return self.hooks(interventions.ablate_heads(self, heads, mode, mean_over),
+                          description=f"ablate heads {mode} {sorted(heads)}")
 
     def ablate_neurons(self, layer: int, neurons, mode: str = "zero", mean_over=None):
         """Zero- or mean-ablate MLP neurons (on ``mlp.hook_post``, the vector multiplying the down projection)."""
-        if mode not in ("zero", "mean"):
-            raise ValueError(f"ablation mode {mode!r} not known; allowed: 'zero', 'mean'")
-        layer = self.check_layer(layer)
-        idx = self.check_neurons(layer, neurons)
-        name = f"blocks.{layer}.mlp.hook_post"
-        ref = self._mean_of(name, mean_over)[idx] if (mode == "mean" and mean_over is not None) else None
-
-        def ablate(t, hook):
-            out = t.clone()
-            if mode == "zero":
-                out[..., idx] = 0
-            else:
-                m = ref if ref is not None else t[..., idx].reshape(-1, len(idx)).mean(0)
-                out[..., idx] = m.to(t.device, t.dtype)
-            return out
-
-        return self.hooks([(name, ablate)], description=f"ablate neurons L{layer} {mode} {idx[:8]}")
+        return self.hooks(interventions.ablate_neurons(self, layer, neurons, mode, mean_over),
+                          description=f"ablate neurons L{layer} {mode}")
 
     # ------------------------------------------------------------------------------------------ weights for editing
     def _params_root(self) -> torch.nn.Module:
@@ -572,7 +465,7 @@ class Model:
     def mlp_out_module(self, layer: int) -> torch.nn.Module:
         """The MLP's down projection (``nn.Linear`` [d_model, d_mlp] weight, or GPT-2 ``Conv1D`` [d_mlp, d_model])."""
         out = self._mlp(layer).out
-        return _unwrap(out)
+        return arch.unwrap(out)
 
     def mlp_out_weight(self, layer: int) -> torch.nn.Parameter:
         return self.mlp_out_module(layer).weight
@@ -593,7 +486,7 @@ class Model:
         for key in ("gate", "in"):
             sub = getattr(mlp, key, None)
             if sub is not None:
-                out[key] = _unwrap(sub).weight
+                out[key] = arch.unwrap(sub).weight
         return out
 
     def param_name(self, param: torch.nn.Parameter) -> str:
@@ -612,11 +505,20 @@ class Model:
         return {k: params[k].detach().clone() for k in keys}
 
     def edited(self, edit):
-        """``with model.edited(edit): ...`` — apply a weight edit (e.g. an :class:`interp.rome.Edit`) inside the
-        block and always revert it on exit, bit for bit."""
-        from ..editing.rome import model_edited
+        """``with model.edited(edit): ...`` — apply a weight edit inside the block and always revert it on exit,
+        bit for bit. Any object with ``apply(model)`` and ``revert()`` works (a ROME ``Edit``, an FT-L ``FTEdit``):
+        the model knows the protocol, not the editors. An edit whose ``applied_model`` is already this model is
+        not applied again (and is still reverted on exit)."""
+        @contextlib.contextmanager
+        def applied():
+            if getattr(edit, "applied_model", None) is not self:
+                edit.apply(self)
+            try:
+                yield self
+            finally:
+                edit.revert()
 
-        return model_edited(self, edit)
+        return applied()
 
     def restore(self, snapshot: dict[str, torch.Tensor]) -> None:
         params = self.named_params()
@@ -628,7 +530,7 @@ class Model:
     def fingerprint(self) -> str:
         """Hash of the architecture and the weights as first seen (computed on first use, then kept)."""
         if self._fingerprint is None:
-            h = hashlib.sha256(json.dumps(self._arch_facts(), sort_keys=True, default=str).encode())
+            h = hashlib.sha256(json.dumps(self.arch_facts(), sort_keys=True, default=str).encode())
             self._fingerprint = self.weights_digest(h)[:16]
         return self._fingerprint
 
@@ -642,7 +544,7 @@ class Model:
         return h.hexdigest()
 
     # ------------------------------------------------------------------------------------------ summary
-    def _arch_facts(self) -> dict:
+    def arch_facts(self) -> dict:
         return {"layers": self.n_layers, "heads": self.n_heads, "kv_heads": self.n_kv_heads,
                 "d_model": self.d_model, "d_head": self.d_head, "d_mlp": self.d_mlp,
                 "vocab": self.d_vocab, "context": self.n_ctx, "norm": self.norm,
@@ -651,60 +553,7 @@ class Model:
     def summary(self):
         """DataFrame: parameter counts per component (embedding, attention, FFN, norms, ...) with their share,
         then architecture facts."""
-        import pandas as pd
-
-        counts: dict[str, int] = {}
-        for name, p in self.named_params().items():
-            comp = _component_of(name)
-            counts[comp] = counts.get(comp, 0) + p.numel()
-        total = sum(counts.values())
-        rows = [{"section": "parameters", "item": k, "value": v, "share": v / total}
-                for k, v in sorted(counts.items(), key=lambda kv: -kv[1])]
-        rows.append({"section": "parameters", "item": "total", "value": total, "share": 1.0})
-        facts = {"source": self.source, **self._arch_facts(), "device": str(self.device), "dtype": str(self.dtype),
-                 "devices": ", ".join(str(d) for d in self.devices), "placement": self.placement_summary()}
-        rows += [{"section": "architecture", "item": k, "value": v, "share": None} for k, v in facts.items()]
-        return pd.DataFrame(rows).set_index(["section", "item"])
-
-
-def _component_of(name: str) -> str:
-    n = name.lower()
-    if any(k in n for k in ("norm", "ln_", ".ln", "ln1", "ln2", "ln_f")):
-        return "norms"
-    if any(k in n for k in ("wpe", "pos_embed", "w_pos")):
-        return "position embedding"
-    if any(k in n for k in ("lm_head", "unembed", "w_u")):
-        return "unembedding"
-    if any(k in n for k in ("embed_tokens", "wte", "w_e", "embed.")):
-        return "embedding"
-    if any(k in n for k in ("attn", "self_attn")):
-        return "attention"
-    if "mlp" in n:
-        return "ffn"
-    return "other"
-
-
-def _head_ablation(heads: list[int], mode: str, ref: torch.Tensor | None):
-    def ablate(t, hook):  # t: [batch, pos, head, d_head]
-        out = t.clone()
-        if mode == "zero":
-            out[:, :, heads] = 0
-        else:
-            m = ref if ref is not None else t.reshape(-1, *t.shape[2:]).mean(0)
-            out[:, :, heads] = m[heads].to(t.device, t.dtype)
-        return out
-    return ablate
-
-
-def _unwrap(module: torch.nn.Module) -> torch.nn.Module:
-    """The Hugging Face module a bridge component wraps (the module itself when it is not wrapped)."""
-    return getattr(module, "original_component", None) or module
-
-
-def _module_device(module: torch.nn.Module) -> torch.device:
-    """Device of a module's first parameter (else buffer); CPU for a module that holds neither."""
-    first = next(itertools.chain(module.parameters(), module.buffers()), None)
-    return torch.device("cpu") if first is None else first.device
+        return arch.summary_frame(self)
 
 
 def _cpu(t: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,7 @@ def bar(iterable: Iterable | None = None, *, total: int | None = None, desc: str
         initial: int = 0, unit: str = "it"):
     """A tqdm bar on stderr (``disable=not enabled``): iterate it, or call ``.update(n)`` and ``.close()`` /
     use it as a context manager. Left behind on screen only when it finished."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # the plain bar: in Jupyter it writes to stderr too, without needing ipywidgets
 
     return tqdm(iterable, total=total, desc=desc, disable=not enabled, initial=initial, unit=unit,
                 file=sys.stderr, leave=False, dynamic_ncols=True)

@@ -33,12 +33,21 @@ from typing import Callable, Sequence
 
 import torch
 
+from ..analyses.lens import logit_lens
+from ..core.corpus import token_batches, wiki_documents
+from ..core.generation import sample_text, selected_logits
+from ..core.inputs import pad_rows
+from ..core.progress import bar
 from ..core.results import Result, new_figure, save_fig
-from .facts import Fact, as_fact, check_prompt, check_target
-from .rome import (RomeHparams, WeightEdit, _emit, _frozen, _write_matrix, default_layer, edit, key_stats, sample_text,
-                   selected_logits)
+from .facts import Fact, as_fact
+from .ft import FT_DEFAULTS, ft_edit
+from .rome import RomeHparams, default_layer, edit, key_stats
 
 SCORES = ("efficacy", "paraphrase", "neighborhood")
+# The showcase's before/after prompts: the rewritten prompt, a paraphrase, a neighbouring landmark (in Paris).
+DEMO_PROMPTS = ("The Eiffel Tower is located in the city of",
+                "Where is the Eiffel Tower? It stands in the city of",
+                "The Louvre is located in the city of")
 
 
 # ============================================================================================ measurements
@@ -56,8 +65,7 @@ def target_nll(model, prompts: Sequence[str], targets: Sequence[str], *, batch_s
             sel_r += [j] * len(tt)
             sel_p += list(range(len(pt) - 1, len(pt) - 1 + len(tt)))
             ids.append(tt)
-        width = max(len(r) for r in rows)
-        toks = torch.tensor([r + [model.pad_token_id] * (width - len(r)) for r in rows])
+        toks, _ = pad_rows(model, rows)
         with torch.no_grad():
             logp = torch.log_softmax(selected_logits(model, toks, torch.tensor(sel_r), torch.tensor(sel_p))
                                      .to(torch.float64).cpu(), -1)
@@ -117,15 +125,11 @@ def generation_entropy(model, prompts: Sequence[str], *, n_tokens: int = 40, see
 
 def drift_texts(n_docs: int = 16, seed: int = 1234) -> list[str]:
     """The fixed Wikipedia summaries the loss drift is measured on (``wiki_documents`` shuffled with ``seed``)."""
-    from ..core.corpus import wiki_documents
-
     return [d.text for d in wiki_documents(n=n_docs, seed=seed)]
 
 
 def text_nll(model, texts: Sequence[str], *, max_len: int = 64, batch_size: int = 8) -> float:
     """Mean next-token NLL (nats) over every token of ``texts`` (each BOS + at most ``max_len`` tokens)."""
-    from ..core.corpus import token_batches
-
     total, count = 0.0, 0
     for toks, mask, _ in token_batches(model, list(texts), max_len=max_len, batch_size=batch_size):
         with torch.no_grad():
@@ -140,8 +144,6 @@ def text_nll(model, texts: Sequence[str], *, max_len: int = 64, batch_size: int 
 def lens_rows(model, fact: Fact) -> dict[str, float | None]:
     """Logit lens of the rewrite prompt's last position (``interp.lens.logit_lens``): first lens row from which
     the first token of target_new (resp. target_true) stays top-1, and their final-row probabilities."""
-    from ..analyses.lens import logit_lens
-
     ids = [model.target_tokens(fact.target_new)[0], model.target_tokens(fact.target_true)[0]]
     lens = logit_lens(model, fact.text, targets=ids, positions=[-1], k=1)
     new, true = lens.target_curve(ids[0]), lens.target_curve(ids[1])
@@ -149,99 +151,6 @@ def lens_rows(model, fact: Fact) -> dict[str, float | None]:
             "lens_true_row": lens.first_top1(ids[1], stable=True),
             "lens_p_new": float(new["prob"][-1]), "lens_p_true": float(true["prob"][-1]),
             "_curves": {"p_new": new["prob"].tolist(), "p_true": true["prob"].tolist()}}
-
-
-# ============================================================================================ FT-L baseline
-@dataclass(repr=False)
-class FTEdit(WeightEdit):
-    """Constrained fine-tuning of one down projection (FT-L / FT+L of the ROME paper): ``M' = M + D`` with every
-    entry of ``D`` in [-norm_constraint, norm_constraint] (an L-infinity ball). ``revert()`` is bit-exact."""
-    request: dict
-    layer: int
-    hparams: dict
-
-    def summary(self) -> str:
-        return (f"FT-L edit {self.request['subject']!r} -> {self.request['target']!r} at layer {self.layer} "
-                f"(|D|_F={self.norms.get('update', float('nan')):.3g}, {len(self.losses)} steps)")
-
-    def to_frame(self):
-        import pandas as pd
-
-        rows = [("request", k, v) for k, v in self.request.items()] + [("edit", "layer", self.layer)]
-        rows += [(s, k, v) for s, d in (("norms", self.norms), ("timings", self.timings),
-                                        ("hparams", self.hparams)) for k, v in d.items()]
-        return pd.DataFrame(rows, columns=["section", "item", "value"]).set_index(["section", "item"])
-
-    def plot(self, out=None):
-        fig = new_figure(figsize=(5, 3))
-        ax = fig.add_subplot(1, 1, 1)
-        ax.plot(self.losses, marker="o")
-        ax.set(xlabel="Adam step", ylabel="target NLL", title="FT-L optimisation")
-        return save_fig(fig, out)
-
-
-# steps, lr and loss_stop are the reference FT-L's. Its norm_constraint (5e-4, for GPT-2 XL) never flips a fact of
-# the embedded model (efficacy 0 on 3 dev records), so it was chosen on the dev split (30 records, layer 4;
-# `interp eval-edits --split dev --sample 30 --layer 4 --editor ft --hparam norm_constraint=X --no-generation
-# --no-drift`): harmonic mean 33.1 / 65.6 / 69.6 / 70.0 at 2e-3 / 5e-3 / 1e-2 / 2e-2. 1e-2 is the smallest within
-# one point of the best; at 2e-2 the clamp hardly binds in 25 steps of lr 5e-4, which is plain fine-tuning.
-FT_DEFAULTS = {"steps": 25, "lr": 5e-4, "norm_constraint": 1e-2, "loss_stop": 1e-2}
-
-
-def ft_edit(model, prompt: str, subject: str, target: str, layer: int | None = None, *, seed: int = 0,
-            progress=None, **hparams) -> FTEdit:
-    """FT-L: Adam on a dense update ``D`` of ``blocks.{layer}``'s down projection to lower the target NLL on the
-    rewrite prompt, clamping every entry of ``D`` to [-norm_constraint, norm_constraint] after each step (the
-    paper's constrained fine-tuning, same layer as ROME). ``D`` is applied through a hook while optimizing and
-    written into the weight once at the end (an interrupt leaves the weights unchanged)."""
-    t0 = time.perf_counter()
-    bad = sorted(set(hparams) - set(FT_DEFAULTS))
-    if bad:
-        raise ValueError(f"unknown FT-L hyperparameter(s) {bad}; allowed: {sorted(FT_DEFAULTS)}")
-    hp = {**FT_DEFAULTS, **hparams}
-    check_prompt(prompt, subject)
-    check_target(target)
-    layer = default_layer(model) if layer is None else model.check_layer(layer)
-    text = prompt.replace("{}", subject)
-    pt, tt = model.to_tokens(text)[0].tolist(), model.target_tokens(target)
-    toks = torch.tensor([pt + tt[:-1]])
-    rows, pos = torch.zeros(len(tt), dtype=torch.long), torch.arange(len(pt) - 1, len(pt) - 1 + len(tt))
-    tgt = torch.tensor(tt)
-    matrix = model.mlp_out_matrix(layer)
-    d = torch.zeros_like(matrix, requires_grad=True)
-    opt = torch.optim.Adam([d], lr=hp["lr"])
-    box = {}
-
-    def read_key(t, hook):
-        box["k"] = t.detach()
-
-    def add_update(t, hook):
-        return t + (box["k"].to(d.device) @ d.T).to(t.device)  # d lives with the weight it updates
-
-    hooks = [(f"blocks.{layer}.mlp.hook_post", read_key), (f"blocks.{layer}.hook_mlp_out", add_update)]
-    losses = []
-    with _frozen(model), torch.enable_grad():
-        for step in range(hp["steps"]):
-            logp = torch.log_softmax(selected_logits(model, toks, rows, pos, hooks).float(), -1)
-            nll = -logp.gather(1, tgt[:, None].to(logp.device)).mean()
-            losses.append(float(nll.detach()))
-            _emit(progress, stage="optimize", step=step, nll=losses[-1])
-            if losses[-1] < hp["loss_stop"]:
-                break
-            opt.zero_grad()
-            nll.backward()
-            opt.step()
-            with torch.no_grad():
-                d.clamp_(-hp["norm_constraint"], hp["norm_constraint"])
-    update = d.detach()
-    new = (matrix.detach() + update).to(matrix.dtype).cpu()
-    result = FTEdit(request={"prompt": prompt, "subject": subject, "target": target}, layer=layer, hparams=hp,
-                    norms={"update": float(update.norm()), "max_abs": float(update.abs().max()),
-                           "relative_update": float(update.norm() / matrix.norm())},
-                    losses=losses)
-    _write_matrix(result, model, layer, new, progress)
-    result.timings["total_s"] = time.perf_counter() - t0
-    return result
 
 
 # ============================================================================================ evaluation
@@ -338,7 +247,7 @@ class EvalResult(Result):
                 col[label] = f"{r['mean']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
         return col
 
-    def plot(self, out=None):
+    def plot(self, *, out=None):
         """Scores before / after the edit (and after the baseline's), mean with 95% CI."""
         import numpy as np
 
@@ -361,22 +270,20 @@ class EvalResult(Result):
         ax.legend(fontsize=8)
         return save_fig(fig, out)
 
-    def plot_lens(self, case_id=None, out=None):
-        """Logit lens of one rewrite prompt: P(target_new), P(target_true) per layer, before and after."""
-        cid = next(iter(self.lens_curves)) if case_id is None else case_id
+    def lens(self, case_id=None) -> "LensBeforeAfter":
+        """The logit lens of one record's rewrite prompt before and after (default: the first record)."""
+        cid = next(iter(self.lens_curves), None) if case_id is None else case_id
         if cid not in self.lens_curves:
             raise ValueError(f"no lens curves for case {cid!r}; available: {list(self.lens_curves)[:10]}")
-        c = self.lens_curves[cid]
-        fig = new_figure(figsize=(6.5, 3.4))
-        ax = fig.add_subplot(1, 1, 1)
-        for when, style in (("before", "--"), ("after", "-")):
-            ax.plot(c[when]["p_new"], style, color="tab:red", label=f"P(new) {when}")
-            ax.plot(c[when]["p_true"], style, color="tab:blue", label=f"P(true) {when}")
-        ax.axvline(self.layer + 1, color="gray", lw=0.8)
-        ax.set(xlabel="lens row (residual entering layer; last = output)", ylabel="probability",
-               title=f"logit lens, case {cid} (edit at layer {self.layer})")
-        ax.legend(fontsize=8)
-        return save_fig(fig, out)
+        row = self.frame.loc[cid]
+        return LensBeforeAfter(text=f"case {cid}'s rewrite prompt", target_new=row["target_new"],
+                               target_true=row["target_true"], layer=self.layer, curves=self.lens_curves[cid],
+                               rows={"before": row.get("lens_new_row_pre"), "after": row.get("lens_new_row_post")})
+
+    def plot_lens(self, case_id=None, *, out=None):
+        """Logit lens of one rewrite prompt: P(target_new), P(target_true) per layer, before and after."""
+        cid = next(iter(self.lens_curves), None) if case_id is None else case_id
+        return self.lens(cid).plot(out=out, title=f"logit lens, case {cid} (edit at layer {self.layer})")
 
 
 def _agg(name: str, values) -> dict:
@@ -441,7 +348,7 @@ def evaluate(model, records, editor="rome", *, layer: int | None = None, seed: i
     loss_pre = text_nll(model, texts) if drift else float("nan")
     rows: list[list[dict]] = [[] for _ in runs]
     curves: list[dict] = [{} for _ in runs]
-    bar = _bar(progress, len(facts) * len(runs))
+    progress_bar = bar(total=len(facts) * len(runs), desc="evaluate edits", enabled=progress, unit="edit")
     for i, fact in enumerate(facts):
         before = _measure(model, fact, seed + i, generation, gen_tokens, lens)
         for r, (name, fn) in enumerate(runs):
@@ -456,7 +363,7 @@ def evaluate(model, records, editor="rome", *, layer: int | None = None, seed: i
             except (ValueError, FloatingPointError) as e:
                 row["error"] = f"{type(e).__name__}: {e}"
                 rows[r].append(row)
-                bar.update(1)
+                progress_bar.update(1)
                 continue
             row["edit_seconds"] = time.perf_counter() - t0
             norms = getattr(handle, "norms", {}) or {}
@@ -474,8 +381,8 @@ def evaluate(model, records, editor="rome", *, layer: int | None = None, seed: i
             if lens:
                 curves[r][fact.case_id] = {"before": before["_curves"], "after": after["_curves"]}
             rows[r].append(row)
-            bar.update(1)
-    bar.close()
+            progress_bar.update(1)
+    progress_bar.close()
     results = []
     import pandas as pd
 
@@ -506,38 +413,28 @@ def _measure(model, fact: Fact, seed: int, generation: bool, gen_tokens: int, le
     return out
 
 
-def _bar(progress: bool, total: int):
-    if not progress:
-        class _No:
-            def update(self, n):
-                pass
-
-            def close(self):
-                pass
-        return _No()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="evaluate edits", leave=False)
-
-
 # ============================================================================================ before / after
-def compare_completions(model, edit_obj, prompts: Sequence[str], *, n_tokens: int = 8):
-    """DataFrame: greedy completions of ``prompts`` with the edit applied and without it. The edit ends in the
-    state it started in (applied or not)."""
-    import pandas as pd
-
-    was_applied = edit_obj.applied
-    if not was_applied:
-        edit_obj.apply(model)
+def with_and_without(model, edit_obj, measure: Callable):
+    """``(measure() with the edit applied, measure() without it)``; the edit ends in the state it started in
+    (applied to ``model`` or not). Works with any edit that has ``apply(model)`` and ``revert()``."""
+    was_applied = getattr(edit_obj, "applied_model", None) is model
+    with model.edited(edit_obj):
+        after = measure()
     try:
-        after = sample_text(model, list(prompts), n_tokens, greedy=True)
-    finally:
-        edit_obj.revert()
-    try:
-        before = sample_text(model, list(prompts), n_tokens, greedy=True)
+        before = measure()
     finally:
         if was_applied:
             edit_obj.apply(model)
+    return after, before
+
+
+def compare_completions(model, edit_obj, prompts: Sequence[str], *, n_tokens: int = 8):
+    """DataFrame: greedy completions of ``prompts`` with the edit applied and without it (a ROME ``Edit`` or an
+    FT-L ``FTEdit``). The edit ends in the state it started in (applied or not)."""
+    import pandas as pd
+
+    after, before = with_and_without(model, edit_obj,
+                                     lambda: sample_text(model, list(prompts), n_tokens, greedy=True))
     return pd.DataFrame({"prompt": list(prompts), "before": before, "after": after})
 
 
@@ -564,7 +461,7 @@ class LensBeforeAfter(Result):
                 f"row {self.rows['after']} after the edit at layer {self.layer} (its output enters row "
                 f"{self.layer + 1})")
 
-    def plot(self, out=None):
+    def plot(self, *, out=None, title: str | None = None):
         fig = new_figure(figsize=(6.5, 3.4))
         ax = fig.add_subplot(1, 1, 1)
         for when, style in (("before", "--"), ("after", "-")):
@@ -573,13 +470,13 @@ class LensBeforeAfter(Result):
                     label=f"P({self.target_true.strip()}) {when}")
         ax.axvline(self.layer + 1, color="gray", lw=0.8)
         ax.set(xlabel="lens row (residual entering layer; last = output)", ylabel="probability",
-               title=f"logit lens before/after (edit at layer {self.layer})")
+               title=title or f"logit lens before/after (edit at layer {self.layer})")
         ax.legend(fontsize=8)
         return save_fig(fig, out)
 
 
 def lens_before_after(model, edit_obj, text: str | None = None, target_true: str | None = None) -> LensBeforeAfter:
-    """Logit lens of ``text`` (default: the edited prompt) with and without ``edit_obj`` (a ROME :class:`Edit`);
+    """Logit lens of ``text`` (default: the edited prompt) with and without ``edit_obj`` (ROME or FT-L);
     the edit ends in the state it started in."""
     req = edit_obj.request
     text = text or req["prompt"].replace("{}", req["subject"])
@@ -587,18 +484,7 @@ def lens_before_after(model, edit_obj, text: str | None = None, target_true: str
     if not true:
         raise ValueError("target_true unknown for this edit; pass target_true=' ...'")
     fact = types.SimpleNamespace(text=text, target_new=req["target"], target_true=true)
-    was_applied = edit_obj.applied
-    if not was_applied:
-        edit_obj.apply(model)
-    try:
-        after = lens_rows(model, fact)
-    finally:
-        edit_obj.revert()
-    try:
-        before = lens_rows(model, fact)
-    finally:
-        if was_applied:
-            edit_obj.apply(model)
+    after, before = with_and_without(model, edit_obj, lambda: lens_rows(model, fact))
     return LensBeforeAfter(text=text, target_new=req["target"], target_true=true, layer=edit_obj.layer,
                            curves={"before": before["_curves"], "after": after["_curves"]},
                            rows={"before": before["lens_new_row"], "after": after["lens_new_row"]})

@@ -50,7 +50,7 @@ class Fact:
 
 def default_path() -> Path:
     """``data/facts.jsonl``: shipped inside the package (``interp/data/``) or next to it in a checkout."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # the package folder (interp/); the repository's data/ is beside it
     for path in (here / "data" / "facts.jsonl", here.parent / "data" / "facts.jsonl"):
         if path.is_file():
             return path

@@ -27,24 +27,29 @@ by the clamp. An edit can therefore not be larger than ``|delta| |C^-1 k*| / (k*
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
-import weakref
-from dataclasses import asdict, dataclass, field, fields
+import types
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable
 
 import torch
 
+from ..analyses.stats import mlp_key_second_moment
+from ..analyses.trace import trace_facts
 from ..core import paths as _paths
-from ..core.results import Result, new_figure, save_fig
-from .facts import Fact, as_fact, check_prompt, check_target, load_records  # noqa: F401  (re-exported)
-from ..core.hooks import StopForward
+from ..core.caches import model_cache
+from ..core.generation import sample_text, selected_logits
+from ..core.inputs import pad_rows
+from ..core.results import new_figure, save_fig
+from .base import WeightEdit, frozen_params, mlp_out_bias, notify, write_matrix
+from .facts import check_prompt, check_target, load_records
 
 # The edit layer for the embedded SmolLM2-135M-Instruct (keyed by its fingerprint). Chosen on the dev split
-# only; see data/rome_layer.json for the trace and sweep numbers and the commands that produced them.
-_DEFAULT_LAYERS = {"b6b4e20b-538090432": 4}
+# only; see data/rome_layer.json for the trace and sweep numbers and the commands that produced them. Read-only:
+# a layer chosen at run time for another model lives in that model's cache.
+DEFAULT_LAYERS = types.MappingProxyType({"b6b4e20b-538090432": 4})
 
 TEMPLATE_PREFIXES = ("The", "Therefore", "Because", "I", "You")
 
@@ -97,27 +102,6 @@ class RomeHparams:
 
 # ============================================================================================ the edit object
 @dataclass(repr=False)
-class WeightEdit(Result):
-    """What every edit of one layer's down projection keeps (ROME's :class:`Edit`, FT-L's ``FTEdit``): norms,
-    timings and losses of its making, and while applied, the model (weakly), the matrix before and after, so
-    ``revert()`` restores it bit for bit. Keyword-only, so subclasses list their own fields first."""
-    norms: dict = field(default_factory=dict, kw_only=True)
-    timings: dict = field(default_factory=dict, kw_only=True)
-    losses: list = field(default_factory=list, kw_only=True)
-    _model: object = field(default=None, compare=False, kw_only=True)
-    _original: torch.Tensor | None = field(default=None, compare=False, kw_only=True)
-    _edited: torch.Tensor | None = field(default=None, compare=False, kw_only=True)
-
-    @property
-    def applied(self) -> bool:
-        return self._model is not None and self._model() is not None
-
-    def revert(self) -> None:
-        """Restore the edited weight bit for bit. Edits on the same layer must be reverted in reverse order."""
-        _revert_weights(self)
-
-
-@dataclass(repr=False)
 class Edit(WeightEdit):
     """One rank-one edit ``M' = M + u v^T`` of ``blocks.{layer}`` down projection (``M`` [d_model, d_mlp]).
 
@@ -135,28 +119,20 @@ class Edit(WeightEdit):
     templates: list
     fingerprint: str
 
-    # ------------------------------------------------------------------ applying and reverting
-    def apply(self, model) -> "Edit":
-        """Write ``M + u v^T`` into ``model`` (which must have the fingerprint the edit was made on)."""
-        if self.applied:
-            where = "this model" if self._model() is model else "another model"
-            raise ValueError(f"this edit is already applied to {where}; revert() it first")
-        if model.fingerprint != self.fingerprint:
-            raise ValueError(f"edit was made on a model with fingerprint {self.fingerprint}, this model has "
-                             f"{model.fingerprint} ({model.source}); refusing to apply it")
-        layer = model.check_layer(self.layer)
-        matrix = model.mlp_out_matrix(layer)
+    def updated_matrix(self, model, layer: int, matrix: torch.Tensor) -> torch.Tensor:
+        """``M + u v^T`` (see :func:`rank_one_update`)."""
         if tuple(matrix.shape) != (self.u.numel(), self.v.numel()):
             raise ValueError(f"edit factors {self.u.numel()}x{self.v.numel()} do not fit layer {layer}'s down "
                              f"projection {tuple(matrix.shape)}")
-        _write_matrix(self, model, layer, rank_one_update(matrix, self.u, self.v))
-        return self
-
-    def applied_to(self, model):
-        """Context manager: apply (unless already applied to ``model``) and always revert on exit."""
-        return model_edited(model, self)
+        return rank_one_update(matrix, self.u, self.v)
 
     # ------------------------------------------------------------------ saving
+    def to_dict(self) -> dict:
+        """The saved metadata (what :meth:`save` writes next to the tensors, without the file fields)."""
+        return {"request": self.request, "layer": self.layer, "hparams": self.hparams, "seed": self.seed,
+                "templates": self.templates, "fingerprint": self.fingerprint, "norms": self.norms,
+                "timings": self.timings, "losses": self.losses}
+
     def save(self, path) -> Path:
         """Write the factors to ``<path>.safetensors`` and metadata (with the tensor file's sha256) to
         ``<path>.json``; returns the .safetensors path."""
@@ -167,10 +143,7 @@ class Edit(WeightEdit):
         tensors = {k: getattr(self, k).detach().cpu().contiguous() for k in ("u", "v", "key", "value")}
         save_file(tensors, str(tensors_path), metadata={"format": "interp.rome.Edit/1"})
         meta = {"format": "interp.rome.Edit/1", "tensors": tensors_path.name,
-                "sha256": _sha256(tensors_path), "request": self.request, "layer": self.layer,
-                "hparams": self.hparams, "seed": self.seed, "templates": self.templates,
-                "fingerprint": self.fingerprint, "norms": self.norms, "timings": self.timings,
-                "losses": self.losses}
+                "sha256": _sha256(tensors_path), **self.to_dict()}
         meta_path.write_text(json.dumps(meta, indent=1))
         return tensors_path
 
@@ -181,6 +154,10 @@ class Edit(WeightEdit):
                 f"{self.layer} (|delta|={self.norms.get('delta', float('nan')):.3g}, "
                 f"|dW|/|W|={self.norms.get('relative_update', float('nan')):.3g}, "
                 f"{self.timings.get('total_s', float('nan')):.1f} s){' [applied]' if self.applied else ''}")
+
+    def to_json(self) -> dict:
+        """The saved metadata plus the summary and whether the edit is applied (the factors stay out)."""
+        return {"result": "Edit", "summary": self.summary(), **self.to_dict(), "applied": self.applied}
 
     def to_frame(self):
         import pandas as pd
@@ -193,7 +170,7 @@ class Edit(WeightEdit):
         rows += [("hparams", k, str(v)) for k, v in self.hparams.items()]
         return pd.DataFrame(rows, columns=["section", "item", "value"]).set_index(["section", "item"])
 
-    def plot(self, out=None):
+    def plot(self, *, out=None):
         """The v* optimisation: target NLL per step."""
         fig = new_figure(figsize=(5, 3))
         ax = fig.add_subplot(1, 1, 1)
@@ -210,51 +187,6 @@ def rank_one_update(matrix: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> t
     edit goes through here, so the result is the same bits for the same (M, u, v)."""
     base = matrix.detach().to("cpu", torch.float64)
     return (base + torch.outer(u.to(torch.float64).cpu(), v.to(torch.float64).cpu())).to(matrix.dtype)
-
-
-def _write_matrix(edit: Edit, model, layer: int, new: torch.Tensor, progress=None) -> None:
-    """Copy ``new`` into the down projection, keeping the original for revert. Any exception (or
-    KeyboardInterrupt) before this returns puts the original weights back."""
-    matrix = model.mlp_out_matrix(layer)
-    original = matrix.detach().cpu().clone()
-    try:
-        with torch.no_grad():
-            matrix.copy_(new.to(matrix.device))
-        if not torch.isfinite(matrix).all():
-            raise FloatingPointError(f"the edit produced non-finite weights at layer {layer}")
-        _emit(progress, stage="update", layer=layer)
-        edit._model, edit._original, edit._edited = weakref.ref(model), original, new.detach().cpu().clone()
-    except BaseException:
-        with torch.no_grad():
-            matrix.copy_(original.to(matrix.device))
-        raise
-
-
-def _revert_weights(obj) -> None:
-    """Copy back ``obj._original`` (the layer's matrix before ``obj`` was written) — refused if the weights no
-    longer hold what ``obj`` wrote (a later edit of the same layer must be reverted first)."""
-    model = obj._model() if obj._model is not None else None
-    if model is None:
-        raise ValueError("this edit is not applied to any model; nothing to revert")
-    matrix = model.mlp_out_matrix(obj.layer)
-    if not torch.equal(matrix.detach().cpu(), obj._edited):
-        raise ValueError(f"layer {obj.layer}'s weights changed since this edit was applied (a later edit of "
-                         "the same layer?); revert the later edit first")
-    with torch.no_grad():
-        matrix.copy_(obj._original.to(matrix.device))
-    obj._model = obj._original = obj._edited = None
-
-
-@contextlib.contextmanager
-def model_edited(model, edit: Edit):
-    """``with model_edited(model, edit): ...`` — the edit is applied inside the block (if it is not already
-    applied to ``model``) and reverted on exit, whatever happens inside."""
-    if not (edit.applied and edit._model() is model):
-        edit.apply(model)
-    try:
-        yield model
-    finally:
-        edit.revert()
 
 
 def load_edit(path) -> Edit:
@@ -298,14 +230,15 @@ def _sha256(path: Path) -> str:
 # ============================================================================================ edit
 def edit(model, prompt: str = "{} is located in the city of", subject: str = "The Eiffel Tower",
          target: str = " Rome", layer: int | None = None, *, seed: int = 0, stats=None,
-         progress: Callable[[dict], None] | None = None, **hparams) -> Edit:
+         progress: Callable[[dict], None] | bool | None = None, **hparams) -> Edit:
     """Rewrite "``prompt`` with ``subject``" -> ``target`` with one rank-one update of ``blocks.{layer}``'s MLP.
 
     ``prompt`` is a template with one ``{}`` for the subject; ``target`` the new continuation (leading space).
     ``layer`` defaults to :func:`default_layer`. ``stats``: an :class:`interp.stats.KeyStats` (or anything with
     ``.solve(k, ridge)``), a second-moment matrix [d_mlp, d_mlp], or None to use
     ``interp.stats.mlp_key_second_moment(model, layer, n_tokens=mom2_n_tokens)`` (cached on disk).
-    ``progress(event: dict)`` is called at each stage and optimisation step. ``hparams`` override
+    ``progress(event: dict)`` is called at each stage and optimisation step (``progress=True``: one line per
+    event on stderr). ``hparams`` override
     :class:`RomeHparams`. The model's weights change only in the last step; any error or interrupt leaves them
     bit-identical. Returns the applied :class:`Edit` (``.revert()`` undoes it).
     """
@@ -323,7 +256,7 @@ def edit(model, prompt: str = "{} is located in the city of", subject: str = "Th
     t0 = time.perf_counter()
     templates = context_templates(model, seed=seed, spec=hp.templates)
     timings["templates_s"] = time.perf_counter() - t0
-    _emit(progress, stage="templates", templates=templates)
+    notify(progress, stage="templates", templates=templates)
 
     t0 = time.perf_counter()
     stats = _resolve_stats(model, layer, stats, hp, progress)
@@ -347,7 +280,7 @@ def edit(model, prompt: str = "{} is located in the city of", subject: str = "Th
     v = solved / denom
     matrix = model.mlp_out_matrix(layer)
     w64 = matrix.detach().to("cpu", torch.float64)
-    value = w64 @ key + _mlp_out_bias(model, layer) + u                           # v* = M k* + b + delta
+    value = w64 @ key + mlp_out_bias(model, layer) + u                           # v* = M k* + b + delta
     new = rank_one_update(matrix, u, v)
     norms = {"delta": float(u.norm()), "clamp": opt["max_norm"], "out_init": opt["out_norm"],
              "key": float(key.norm()), "key_dot": denom, "update": float(u.norm() * v.norm()),
@@ -358,180 +291,50 @@ def edit(model, prompt: str = "{} is located in the city of", subject: str = "Th
                   layer=layer, u=u, v=v, key=key, value=value, hparams=hp.to_dict(), seed=seed,
                   templates=list(templates), fingerprint=fingerprint, norms=norms, timings=timings,
                   losses=opt["losses"])
-    _write_matrix(result, model, layer, new, progress)
+    write_matrix(result, model, layer, new, progress)
     timings["update_s"] = time.perf_counter() - t0
     timings["total_s"] = time.perf_counter() - t_start
     return result
 
 
-def _emit(progress, **event) -> None:
-    if progress is not None:
-        progress(event)
-
-
 # ============================================================================================ default layer
 def default_layer(model) -> int:
-    """The edit layer: for the embedded model the layer chosen on the dev split (``_DEFAULT_LAYERS``); for other
-    models the peak of the MLP indirect effect of causal tracing over the dev facts (cached per model)."""
-    fp = model.fingerprint
-    if fp in _DEFAULT_LAYERS:
-        return model.check_layer(_DEFAULT_LAYERS[fp])
-    from ..analyses.trace import trace_facts
-
-    try:
-        records = load_records(split="dev")
-    except FileNotFoundError as e:
-        raise ValueError(f"no default ROME layer for {model.source}: pass layer=... ({e})") from None
-    layer = int(trace_facts(model, [r.to_dict() for r in records[:20]]).peak_layer(kind="mlp"))
-    _DEFAULT_LAYERS[fp] = layer
-    return model.check_layer(layer)
+    """The edit layer: for the embedded model the layer chosen on the dev split (:data:`DEFAULT_LAYERS`); for other
+    models the peak of the MLP indirect effect of causal tracing over the dev facts (kept in the model's cache)."""
+    if model.fingerprint in DEFAULT_LAYERS:
+        return model.check_layer(DEFAULT_LAYERS[model.fingerprint])
+    table = model_cache(model, "rome.default_layer")
+    if "layer" not in table:
+        try:
+            records = load_records(split="dev")
+        except FileNotFoundError as e:
+            raise ValueError(f"no default ROME layer for {model.source}: pass layer=... ({e})") from None
+        table["layer"] = int(trace_facts(model, [r.to_dict() for r in records[:20]]).peak_layer(kind="mlp"))
+    return model.check_layer(table["layer"])
 
 
 # ============================================================================================ context templates
-_TEMPLATE_CACHE: dict = {}
-
-
 def context_templates(model, *, seed: int = 0, spec=((5, 2), (10, 2))) -> list[str]:
     """``["{}", "<sampled prefix>. {}", ...]``: short texts sampled from the model (top-5, seeded) starting with
     "The", "Therefore", "Because", "I", "You" — the key is averaged over these contexts. ``spec`` holds
-    (length in tokens incl. the start word, count) pairs. Cached per (model, seed, spec)."""
+    (length in tokens incl. the start word, count) pairs. Cached per (model, seed, spec) in the model's cache
+    (``"rome.templates"``): later edits of the same model reuse the texts sampled the first time."""
     spec = tuple((int(n), int(c)) for n, c in spec)
-    cache_key = (model.fingerprint, int(seed), spec)
-    if cache_key not in _TEMPLATE_CACHE:
+    table = model_cache(model, "rome.templates")
+    cache_key = (int(seed), spec)
+    if cache_key not in table:
         out = ["{}"]
         for i, (length, count) in enumerate(spec):
             starts = [TEMPLATE_PREFIXES[j % len(TEMPLATE_PREFIXES)] for j in range(count)]
             texts = sample_text(model, starts, length - 1, seed=seed * 1000 + i, top_k=5) if count else []
             out += [_clean_template(s + t) for s, t in zip(starts, texts)]
-        _TEMPLATE_CACHE[cache_key] = out
-    return list(_TEMPLATE_CACHE[cache_key])
+        table[cache_key] = out
+    return list(table[cache_key])
 
 
 def _clean_template(text: str) -> str:
     text = " ".join(text.replace("{", " ").replace("}", " ").split())
     return text + ". {}"
-
-
-def sample_text(model, prompts: list[str], n_new: int, *, seed: int = 0, top_k: int | None = 5,
-                greedy: bool = False) -> list[str]:
-    """Continue each prompt by ``n_new`` tokens (top-k sampling with a seeded generator, or greedy) and return
-    the new text only. All prompts run as one batch; the same (model weights, prompts, seed) give the same text."""
-    if not prompts:
-        return []
-    rows = [model.to_tokens(p)[0].tolist() for p in prompts]
-    gen = torch.Generator().manual_seed(int(seed))
-    twin = _kv_twin(model)
-    sample = _sample_cached if twin is not None else _sample_lockstep
-    new = sample(twin or model, model, rows, n_new, lambda logits: _pick(logits, gen, top_k, greedy))
-    return [model.tokenizer.decode(r) for r in new]
-
-
-def _pick(logits: torch.Tensor, gen, top_k, greedy) -> torch.Tensor:
-    """Next tokens [b] from logits [b, vocab] (float32, CPU)."""
-    if greedy:
-        return logits.argmax(-1)
-    if top_k is not None:
-        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    return torch.multinomial(torch.softmax(logits, -1), 1, generator=gen)[:, 0]
-
-
-def _sample_lockstep(_, model, rows: list[list[int]], n_new: int, pick) -> list[list[int]]:
-    """Right-padded batch; every step runs the whole prefix and reads each row's logits at its own end (a
-    causal model never attends to the padding after a row's end)."""
-    lengths = torch.tensor([len(r) for r in rows])
-    n_new = min(n_new, model.n_ctx - int(lengths.max()))
-    buf = torch.full((len(rows), int(lengths.max()) + max(n_new, 0)), model.pad_token_id, dtype=torch.long)
-    for i, r in enumerate(rows):
-        buf[i, : len(r)] = torch.tensor(r)
-    ar = torch.arange(len(rows))
-    for _ in range(max(n_new, 0)):
-        with torch.no_grad():
-            logits = selected_logits(model, buf[:, : int(lengths.max())], ar, lengths - 1).float().cpu()
-        buf[ar, lengths] = pick(logits)
-        lengths = lengths + 1
-    start = torch.tensor([len(r) for r in rows])
-    return [buf[i, start[i]: lengths[i]].tolist() for i in range(len(rows))]
-
-
-def _sample_cached(twin, model, rows: list[list[int]], n_new: int, pick) -> list[list[int]]:
-    """Left-padded batch through the key/value-cached twin (see :func:`_kv_twin`)."""
-    width = max(len(r) for r in rows)
-    n_new = min(n_new, model.n_ctx - width)
-    dev = model.device
-    toks = torch.tensor([[model.pad_token_id] * (width - len(r)) + r for r in rows], device=dev)
-    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=dev)
-    pos = (mask.cumsum(-1) - 1).clamp_min(0)
-    out, cache = [], None
-    with torch.no_grad():
-        for _ in range(max(n_new, 0)):
-            res = twin(input_ids=toks, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True)
-            cache = res.past_key_values
-            nxt = pick(res.logits[:, -1].float().cpu())
-            out.append(nxt)
-            toks, pos = nxt[:, None].to(dev), pos[:, -1:] + 1
-            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
-    return torch.stack(out, 1).tolist() if out else [[] for _ in rows]
-
-
-_TWINS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _kv_twin(model):
-    """A plain Hugging Face model sharing ``model.hf_model``'s parameter tensors (so edits show), used only to
-    sample text with a key/value cache (the bridge's attention has none; without it sampling n tokens costs n
-    full forwards). Built once per model and used only if its logits equal ``model.run``'s on a probe text;
-    otherwise (or for models without ``hf_model``) sampling falls back to full forwards."""
-    if model in _TWINS:
-        return _TWINS[model]
-    twin = None
-    hf = model.hf_model
-    # A twin has no accelerate hooks to carry activations between devices: layers split -> full forwards.
-    if hf is not None and model.tokenizer is not None and len(model.devices) == 1:
-        try:
-            from transformers.initialization import no_init_weights
-
-            with no_init_weights():
-                candidate = type(hf)(hf.config)
-            state = model.named_params()  # the same tensors, by their transformers names
-            missing, unexpected = candidate.load_state_dict(state, strict=False, assign=True)
-            candidate.tie_weights()
-            if not unexpected and set(missing) <= {"lm_head.weight"}:
-                candidate.eval()
-                probe = model.to_tokens("The quick brown fox jumps over the lazy dog")
-                with torch.no_grad():
-                    mine = candidate(input_ids=probe.to(model.device)).logits.float().cpu()
-                if torch.allclose(mine, model.run(probe), atol=1e-4, rtol=1e-4):
-                    twin = candidate
-        except Exception:  # any incompatibility: sample with the wrapper instead
-            twin = None
-    _TWINS[model] = twin
-    return twin
-
-
-def selected_logits(model, toks: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor, hooks=()) -> torch.Tensor:
-    """Logits [m, vocab] at (rows[i], pos[i]) of ``toks`` [b, width], running ``model.forward`` under ``hooks``
-    (in the caller's grad mode). The forward stops at the final norm's output and only the selected positions
-    are unembedded (the unembedding is a fifth of this model's FLOPs)."""
-    box = {}
-    name = "ln_final.hook_out"
-    stop = name in model.hook_names()
-
-    def grab(t, hook):
-        box["h"] = t[rows.to(t.device), pos.to(t.device)]
-        raise StopForward
-
-    with model.hooks(list(hooks) + ([(name, grab)] if stop else []), description="rome"):
-        try:
-            logits = model.forward(toks)
-        except StopForward:
-            logits = None
-    if logits is not None:
-        return logits[rows.to(logits.device), pos.to(logits.device)]
-    w_u = model.module.W_U  # with a device map the final norm and the unembedding may sit on different devices
-    b_u = getattr(model.module, "b_U", None)
-    out = box["h"].to(w_u.device) @ w_u
-    return out if b_u is None else out + b_u.to(out.device)
 
 
 # ============================================================================================ v* optimisation
@@ -578,10 +381,7 @@ def _edit_batch(model, prompt, subject, target_ids, templates, kl_prompt) -> _Ba
     ids = model.encode(text, prepend_bos=True)
     subj.append(subject_last_index(model, text, end))
     rows.append(ids)
-    width = max(len(r) for r in rows)
-    if width > model.n_ctx:
-        raise ValueError(f"templated prompt is {width} tokens; the model's context is {model.n_ctx}")
-    toks = torch.tensor([r + [model.pad_token_id] * (width - len(r)) for r in rows], dtype=torch.long)
+    toks, _ = pad_rows(model, rows)
     return _Batch(toks, torch.tensor(subj), len(templates), torch.tensor(tpos), len(ids) - 1,
                   torch.tensor(target_ids))
 
@@ -613,7 +413,7 @@ def _optimize_delta(model, layer: int, b: _Batch, hp: RomeHparams, target: str, 
 
     out_name, key_name = f"blocks.{layer}.hook_mlp_out", f"blocks.{layer}.mlp.hook_post"
     losses, kl_init, max_norm, out_norm, p_before, answer = [], None, None, None, None, None
-    with _frozen(model), torch.enable_grad():
+    with frozen_params(model), torch.enable_grad():
         for step in range(hp.v_steps):
             hooks = [(out_name, add_delta)] + ([(key_name, read_key)] if step == 0 else [])
             logp = torch.log_softmax(selected_logits(model, b.tokens, sel_rows, sel_pos, hooks).float(), -1)
@@ -636,7 +436,7 @@ def _optimize_delta(model, layer: int, b: _Batch, hp: RomeHparams, target: str, 
             decay = hp.v_weight_decay * delta.norm() / out_norm ** 2
             loss = nll + hp.kl_factor * kl + decay
             losses.append(float(nll.detach()))
-            _emit(progress, stage="optimize", step=step, nll=losses[-1], kl=float(kl.detach()),
+            notify(progress, stage="optimize", step=step, nll=losses[-1], kl=float(kl.detach()),
                   loss=float(loss.detach()), delta_norm=float(delta.detach().norm()))
             if losses[-1] < hp.v_loss_stop:
                 break
@@ -656,53 +456,21 @@ def _optimize_delta(model, layer: int, b: _Batch, hp: RomeHparams, target: str, 
             "out_norm": out_norm, "p_before": p_before, "answer": answer}
 
 
-@contextlib.contextmanager
-def _frozen(model):
-    """No parameter requires grad inside (the backward then computes only d loss / d delta)."""
-    params = list(model.module.parameters())
-    if model.hf_model is not None:
-        params += list(model.hf_model.parameters())
-    flags = [(p, p.requires_grad) for p in {id(p): p for p in params}.values()]
-    try:
-        for p, _ in flags:
-            p.requires_grad_(False)
-        yield
-    finally:
-        for p, flag in flags:
-            p.requires_grad_(flag)
-
-
-# ============================================================================================ statistics
-def _mlp_out_bias(model, layer: int) -> torch.Tensor:
-    """The down projection's bias [d_model] as float64 (zeros when it has none)."""
-    b = getattr(model.mlp_out_module(layer), "bias", None)
-    return torch.zeros(model.d_model, dtype=torch.float64) if b is None else b.detach().to("cpu", torch.float64)
-
-
-def mlp_out_apply(model, layer: int, hidden: torch.Tensor) -> torch.Tensor:
-    """What the down projection outputs for hidden vectors [..., d_mlp], in float64: ``h @ M.T + b``."""
-    m = model.mlp_out_matrix(layer).detach().to("cpu", torch.float64)
-    return hidden.to("cpu", torch.float64) @ m.T + _mlp_out_bias(model, layer)
-
-
-_STATS_CACHE: dict = {}
-
-
 def key_stats(model, layer: int, n_tokens: int = 100_000, **kwargs):
-    """``interp.stats.mlp_key_second_moment`` for (model, layer, n_tokens), kept in memory after the first use."""
-    from ..analyses.stats import mlp_key_second_moment
-
-    k = (model.fingerprint, int(layer), int(n_tokens))
-    if k not in _STATS_CACHE:
-        _STATS_CACHE[k] = mlp_key_second_moment(model, layer, n_tokens=n_tokens, **kwargs)
-    return _STATS_CACHE[k]
+    """``interp.stats.mlp_key_second_moment`` for (model, layer, n_tokens), kept in the model's cache after the
+    first use."""
+    table = model_cache(model, "rome.key_stats")
+    k = (int(layer), int(n_tokens))
+    if k not in table:
+        table[k] = mlp_key_second_moment(model, layer, n_tokens=n_tokens, **kwargs)
+    return table[k]
 
 
 def _resolve_stats(model, layer: int, stats, hp: RomeHparams, progress):
     """The statistics object to solve with (computed or read from the disk cache when ``stats`` is None)."""
     if stats is None:
-        _emit(progress, stage="stats", layer=layer, n_tokens=hp.mom2_n_tokens)
-        return key_stats(model, layer, hp.mom2_n_tokens, progress=False)
+        notify(progress, stage="stats", layer=layer, n_tokens=hp.mom2_n_tokens)
+        return key_stats(model, layer, hp.mom2_n_tokens, progress=progress is True)
     if isinstance(stats, str) and stats != "identity":
         raise ValueError(f"stats={stats!r}; allowed: a KeyStats, a [d_mlp, d_mlp] tensor, 'identity' or None")
     if isinstance(stats, torch.Tensor) and tuple(stats.shape) != (model.d_mlp, model.d_mlp):
@@ -726,177 +494,3 @@ def _solve(stats, key: torch.Tensor, hp: RomeHparams) -> torch.Tensor:
     return torch.as_tensor(out).to("cpu", torch.float64).reshape(-1)
 
 
-# ============================================================================================ evaluation (lazy)
-def evaluate(model, records, editor="rome", **kwargs):
-    """Before/after evaluation of edits on CounterFact-style records — see :func:`interp.edit_eval.evaluate`."""
-    from .evaluate import evaluate as _evaluate
-
-    return _evaluate(model, records, editor, **kwargs)
-
-
-def __getattr__(name):
-    # the evaluation helpers live in interp.edit_eval (which imports this module); expose them here too
-    if name in ("EvalResult", "FTEdit", "ft_edit", "compare_completions", "fact_probs", "fact_scores",
-                "target_nll", "ngram_entropy", "generation_entropy", "text_nll", "lens_before_after",
-                "LensBeforeAfter"):
-        from . import evaluate as edit_eval
-        return getattr(edit_eval, name)
-    raise AttributeError(f"module 'interp.rome' has no attribute {name!r}")
-
-
-# ============================================================================================ CLI and demo
-DEMO_PROMPTS = ("The Eiffel Tower is located in the city of",            # the rewritten prompt
-                "Where is the Eiffel Tower? It stands in the city of",   # a paraphrase
-                "The Louvre is located in the city of")                  # a neighbouring landmark (Paris)
-
-
-def add_cli(subparsers) -> None:
-    from ..cli import add_common
-
-    p = subparsers.add_parser("edit", help="rewrite one fact with ROME; print completions before and after")
-    p.add_argument("--prompt", default="{} is located in the city of", help="template with {} for the subject")
-    p.add_argument("--subject", default="The Eiffel Tower")
-    p.add_argument("--target", default=" Rome", help="new continuation, with its leading space")
-    p.add_argument("--layer", type=int, default=None, help="edit layer (default: chosen on the dev facts)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--also", action="append", default=[], metavar="TEXT",
-                   help="another prompt to complete before/after (repeatable)")
-    p.add_argument("--tokens", type=int, default=8, help="tokens per completion")
-    p.add_argument("--save", default=None, metavar="FILE", help="write FILE.safetensors + FILE.json")
-    p.add_argument("--mom2-tokens", type=int, default=RomeHparams.mom2_n_tokens,
-                   help="Wikipedia tokens for the key statistics C (cached on disk)")
-    p.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a ROME hyperparameter (JSON value), e.g. kl_factor=0.1 (repeatable)")
-    add_common(p)
-    p.set_defaults(func=cli_edit)
-
-    p = subparsers.add_parser("eval-edits", help="evaluate ROME (or FT-L) edits on fact records, before/after")
-    p.add_argument("--split", choices=["dev", "test", "all"], default="test")
-    p.add_argument("--n", type=int, default=None, help="only the first N records")
-    p.add_argument("--sample", type=int, default=None, metavar="N",
-                   help="a random subset of N records (drawn with --sample-seed, kept in file order)")
-    p.add_argument("--sample-seed", type=int, default=0)
-    p.add_argument("--editor", choices=["rome", "ft"], default="rome")
-    p.add_argument("--baseline", choices=["ft", "rome", "none"], default="none",
-                   help="also evaluate this editor on the same records (reported under 'baseline')")
-    p.add_argument("--records", default=None, metavar="FILE", help="JSON-lines records (default data/facts.jsonl)")
-    p.add_argument("--layer", type=int, default=None)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--gen-tokens", type=int, default=40, help="tokens per generation sample (entropy)")
-    p.add_argument("--no-generation", action="store_true", help="skip generation entropy")
-    p.add_argument("--no-drift", action="store_true", help="skip the Wikipedia loss drift")
-    p.add_argument("--no-lens", action="store_true", help="skip the logit lens before/after")
-    p.add_argument("--out", default=None, metavar="PNG", help="save the before/after plot")
-    p.add_argument("--csv", default=None, metavar="FILE", help="save the per-record table")
-    p.add_argument("--mom2-tokens", type=int, default=RomeHparams.mom2_n_tokens,
-                   help="Wikipedia tokens for the key statistics C (cached on disk)")
-    p.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a hyperparameter of --editor (JSON value), e.g. kl_factor=0.1 (repeatable)")
-    add_common(p)
-    p.set_defaults(func=cli_eval_edits)
-
-
-def parse_hparams(items) -> dict:
-    """``["kl_factor=0.1", "templates=[[5,4]]"]`` -> dict (values parsed as JSON, else kept as text)."""
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--hparam {item!r}: expected KEY=VALUE, e.g. kl_factor=0.1")
-        try:
-            out[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key.strip()] = value
-    return out
-
-
-def cli_edit(args, model=None) -> dict:
-    from ..cli import load_model
-
-    if args.tokens < 1:
-        raise ValueError(f"--tokens {args.tokens}: allowed >= 1")
-    check_prompt(args.prompt, args.subject)
-    check_target(args.target)
-    model = model or load_model(args)
-    prompts = [args.prompt.replace("{}", args.subject)] + list(args.also)
-    before = sample_text(model, prompts, args.tokens, greedy=True)
-    hp = {"mom2_n_tokens": args.mom2_tokens, **parse_hparams(getattr(args, "hparam", []))}
-    e = edit(model, args.prompt, args.subject, args.target, args.layer, seed=args.seed, **hp)
-    try:
-        after = sample_text(model, prompts, args.tokens, greedy=True)
-        saved = str(e.save(args.save)) if args.save else None
-    finally:
-        e.revert()
-    lines = [e.summary()] + [f"  {p!r}\n    before: {b!r}\n    after:  {a!r}" for p, b, a in zip(prompts, before, after)]
-    if saved:
-        lines.append(f"saved to {saved} (+ .json)")
-    return {"request": e.request, "layer": e.layer, "seed": e.seed, "fingerprint": e.fingerprint,
-            "completions": [{"prompt": p, "before": b, "after": a} for p, b, a in zip(prompts, before, after)],
-            "norms": e.norms, "timings": e.timings, "templates": e.templates, "saved": saved,
-            "_text": "\n".join(lines)}
-
-
-def cli_eval_edits(args, model=None) -> dict:
-    from ..cli import load_model
-
-    split = None if args.split == "all" else args.split
-    records = load_records(args.records, split=split)
-    if args.n is not None:
-        if args.n < 1:
-            raise ValueError(f"--n {args.n}: allowed >= 1")
-        records = records[: args.n]
-    if getattr(args, "sample", None) is not None:
-        if args.sample < 1:
-            raise ValueError(f"--sample {args.sample}: allowed >= 1")
-        import random
-
-        keep = set(random.Random(args.sample_seed).sample(range(len(records)), min(args.sample, len(records))))
-        records = [r for i, r in enumerate(records) if i in keep]
-    model = model or load_model(args)
-    extra = parse_hparams(getattr(args, "hparam", []))
-    hp = {"mom2_n_tokens": args.mom2_tokens}
-    res = evaluate(model, records, args.editor, layer=args.layer, seed=args.seed,
-                   hparams={**hp, **extra} if args.editor == "rome" else extra,
-                   baseline_hparams=hp if args.baseline == "rome" else None,
-                   baseline=None if args.baseline == "none" else args.baseline,
-                   generation=not args.no_generation, gen_tokens=args.gen_tokens, drift=not args.no_drift,
-                   lens=not getattr(args, "no_lens", False), progress=not args.json)
-    out = res.to_json()
-    out["split"] = args.split
-    out["case_ids"] = [r.case_id for r in records]
-    out["records"] = str(args.records or "data/facts.jsonl")
-    if args.out:
-        res.plot(out=args.out)
-        out["plot"] = args.out
-    if args.csv:
-        frame = res.to_frame().copy()
-        frame.insert(0, "editor", res.editor)
-        if res.baseline is not None:
-            b = res.baseline.to_frame().copy()
-            b.insert(0, "editor", res.baseline.editor)
-            frame = __import__("pandas").concat([frame, b])
-        frame.to_csv(args.csv)
-        out["csv"] = args.csv
-    out["_text"] = (f"{len(records)} records ({args.split}), {out['seconds']:.0f} s\n{res.table().to_string()}")
-    return out
-
-
-def demo(model) -> None:
-    """Rewrite "The Eiffel Tower is located in the city of" -> " Rome", show completions of the prompt, a
-    paraphrase and a neighbouring landmark before and after, then revert (bit for bit)."""
-    from .evaluate import compare_completions
-
-    print("\n" + "=" * 100 + "\nROME: rewrite the Eiffel Tower's city to Rome with one rank-one edit, then revert\n"
-          + "=" * 100, flush=True)
-    layer = default_layer(model)
-    original = model.mlp_out_matrix(layer).detach().cpu().clone()
-    e = edit(model)
-    try:
-        print(e.summary())
-        table = compare_completions(model, e, list(DEMO_PROMPTS), n_tokens=6)
-        for row in table.itertuples():
-            print(f"  {row.prompt!r}\n    before: {row.before!r}\n    after:  {row.after!r}")
-    finally:
-        e.revert()
-    same = torch.equal(original, model.mlp_out_matrix(layer).detach().cpu())
-    print(f"reverted; layer {layer} weights bit-identical to the original: {same}")

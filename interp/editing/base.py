@@ -1,0 +1,151 @@
+"""The weight-edit protocol every editor follows (ROME's ``Edit``, FT-L's ``FTEdit``).
+
+An edit rewrites one layer's MLP down projection ``M`` [d_model, d_mlp]. It knows how to compute its new matrix
+from the current one (``updated_matrix``), so it can be applied, reverted and applied again, on this model or on a
+fresh load of the same weights. Writes are bit-exact: :func:`write_matrix` keeps the matrix it replaced and
+:meth:`WeightEdit.revert` copies it back, refusing when a later edit of the same layer is still in place.
+``Model.edited(edit)`` / :func:`model_edited` only need ``apply(model)`` and ``revert()``.
+
+Editors report their stages through ``progress``: a callable receiving one event dict per stage or step, True
+for a line per event on stderr, or None for silence (:func:`notify`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from dataclasses import dataclass, field
+
+import torch
+
+from ..core.progress import emit
+from ..core.results import Result
+
+
+@dataclass(repr=False)
+class WeightEdit(Result):
+    """What every edit of one layer's down projection keeps: norms, timings and losses of its making, and while
+    applied, the model (weakly) and the matrix before and after, so ``revert()`` restores it bit for bit.
+    Keyword-only, so subclasses list their own fields (``layer`` among them) first. Subclasses implement
+    :meth:`updated_matrix`; a ``fingerprint`` field, when present and set, must match the model's."""
+    norms: dict = field(default_factory=dict, kw_only=True)
+    timings: dict = field(default_factory=dict, kw_only=True)
+    losses: list = field(default_factory=list, kw_only=True)
+    _model: object = field(default=None, compare=False, kw_only=True)
+    _original: torch.Tensor | None = field(default=None, compare=False, kw_only=True)
+    _edited: torch.Tensor | None = field(default=None, compare=False, kw_only=True)
+
+    @property
+    def applied(self) -> bool:
+        return self.applied_model is not None
+
+    @property
+    def applied_model(self):
+        """The model this edit is written into right now, or None."""
+        return self._model() if self._model is not None else None
+
+    def updated_matrix(self, model, layer: int, matrix: torch.Tensor) -> torch.Tensor:  # pragma: no cover
+        """The edited down projection [d_model, d_mlp] (CPU, ``matrix``'s dtype) given the current one."""
+        raise NotImplementedError(f"{type(self).__name__} must implement updated_matrix()")
+
+    def apply(self, model, progress=None) -> "WeightEdit":
+        """Write the edit into ``model`` (which must have the fingerprint the edit was made on, when recorded)."""
+        if self.applied:
+            where = "this model" if self.applied_model is model else "another model"
+            raise ValueError(f"this edit is already applied to {where}; revert() it first")
+        fingerprint = getattr(self, "fingerprint", None)
+        if fingerprint and model.fingerprint != fingerprint:
+            raise ValueError(f"edit was made on a model with fingerprint {fingerprint}, this model has "
+                             f"{model.fingerprint} ({model.source}); refusing to apply it")
+        layer = model.check_layer(self.layer)
+        write_matrix(self, model, layer, self.updated_matrix(model, layer, model.mlp_out_matrix(layer)), progress)
+        return self
+
+    def revert(self) -> None:
+        """Restore the edited weight bit for bit. Edits on the same layer must be reverted in reverse order."""
+        model = self.applied_model
+        if model is None:
+            raise ValueError("this edit is not applied to any model; nothing to revert")
+        matrix = model.mlp_out_matrix(self.layer)
+        if not torch.equal(matrix.detach().cpu(), self._edited):
+            raise ValueError(f"layer {self.layer}'s weights changed since this edit was applied (a later edit of "
+                             "the same layer?); revert the later edit first")
+        with torch.no_grad():
+            matrix.copy_(self._original.to(matrix.device))
+        self._model = self._original = self._edited = None
+
+    def applied_to(self, model):
+        """Context manager: apply (unless already applied to ``model``) and always revert on exit."""
+        return model_edited(model, self)
+
+
+def write_matrix(edit, model, layer: int, new: torch.Tensor, progress=None) -> None:
+    """Copy ``new`` into ``layer``'s down projection and record on ``edit`` what revert needs. Any exception (or
+    KeyboardInterrupt) before this returns puts the original weights back."""
+    matrix = model.mlp_out_matrix(layer)
+    original = matrix.detach().cpu().clone()
+    try:
+        with torch.no_grad():
+            matrix.copy_(new.to(matrix.device))
+        if not torch.isfinite(matrix).all():
+            raise FloatingPointError(f"the edit produced non-finite weights at layer {layer}")
+        notify(progress, stage="update", layer=layer)
+        edit._model, edit._original, edit._edited = weakref.ref(model), original, new.detach().cpu().clone()
+    except BaseException:
+        with torch.no_grad():
+            matrix.copy_(original.to(matrix.device))
+        raise
+
+
+def model_edited(model, edit):
+    """``with model_edited(model, edit): ...`` — the edit is applied inside the block (if it is not already
+    applied to ``model``) and reverted on exit, whatever happens inside. Same as ``model.edited(edit)``."""
+    return model.edited(edit)
+
+
+@contextlib.contextmanager
+def frozen_params(model):
+    """No parameter requires grad inside (a backward then computes only the gradient of the editor's own
+    variables), restored on exit whatever happens."""
+    params = list(model.module.parameters())
+    if model.hf_model is not None:
+        params += list(model.hf_model.parameters())
+    flags = [(p, p.requires_grad) for p in {id(p): p for p in params}.values()]
+    try:
+        for p, _ in flags:
+            p.requires_grad_(False)
+        yield
+    finally:
+        for p, flag in flags:
+            p.requires_grad_(flag)
+
+
+def notify(progress, **event) -> None:
+    """Report one stage or step of an editor (see the module docstring for what ``progress`` may be)."""
+    if progress is None or progress is False:
+        return
+    if progress is True:
+        emit("  " + " ".join(f"{k}={_short(v)}" for k, v in event.items()))
+    else:
+        progress(event)
+
+
+def _short(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (list, tuple)):
+        return f"[{len(v)} items]"
+    return str(v)
+
+
+# ---------------------------------------------------------------------------------------------- the down projection
+def mlp_out_bias(model, layer: int) -> torch.Tensor:
+    """The down projection's bias [d_model] as float64 (zeros when it has none)."""
+    b = getattr(model.mlp_out_module(layer), "bias", None)
+    return torch.zeros(model.d_model, dtype=torch.float64) if b is None else b.detach().to("cpu", torch.float64)
+
+
+def mlp_out_apply(model, layer: int, hidden: torch.Tensor) -> torch.Tensor:
+    """What the down projection outputs for hidden vectors [..., d_mlp], in float64: ``h @ M.T + b``."""
+    m = model.mlp_out_matrix(layer).detach().to("cpu", torch.float64)
+    return hidden.to("cpu", torch.float64) @ m.T + mlp_out_bias(model, layer)

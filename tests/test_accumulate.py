@@ -1,0 +1,108 @@
+"""The accumulator protocol (interp.analyses.accumulate): one scan driver and one reduce for every corpus statistic."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from interp.analyses.accumulate import Accumulator, World, reduce, scan
+from interp.analyses.head_scan import HeadStats
+from interp.analyses.stats import KeyStats
+from interp.analyses.topk import TopK
+
+DOCS = ["hello world, this is text", "a b", "The cat sat on the mat.", "more text here to read", "x y z w",
+        "the quick brown fox jumps", "zebras", "one two three"]
+
+
+def _fresh(kind, model):
+    if kind == "keys":
+        return KeyStats.empty(1, model.d_mlp)
+    if kind == "topk":
+        return TopK.empty(1, 3, range(model.d_mlp))
+    return HeadStats.empty(model, [0, 1])
+
+
+def _same(kind, a, b, exact=False):
+    if kind == "topk":
+        return a.equal(b)
+    ta, tb = a.state_dict()["tensors"], b.state_dict()["tensors"]
+    if exact:
+        return all(torch.equal(ta[k], tb[k]) for k in ta)
+    return all(torch.allclose(ta[k].double(), tb[k].double(), rtol=1e-12, atol=1e-12) for k in ta)
+
+
+@pytest.mark.parametrize("kind", ["keys", "topk", "heads"])
+def test_every_accumulator_follows_the_protocol(kind, tiny_llama, tmp_path):
+    whole = scan(tiny_llama, DOCS, _fresh(kind, tiny_llama), batch_size=2)
+    assert isinstance(whole, Accumulator) and whole.reduction in ("sum", "merge")
+    # shards on batch boundaries merge to the one-pass scan
+    a = scan(tiny_llama, DOCS[:4], _fresh(kind, tiny_llama), batch_size=2)
+    b = scan(tiny_llama, DOCS[4:], _fresh(kind, tiny_llama), batch_size=2, doc_offset=4)
+    assert _same(kind, a.merge(b), whole)
+    # state_dict is safetensors-ready tensors plus JSON metadata; save/load round-trips bit for bit
+    state = whole.state_dict()
+    assert set(state) == {"tensors", "meta"} and all(isinstance(t, torch.Tensor) for t in state["tensors"].values())
+    json.dumps(state["meta"])
+    back = type(whole).load(whole.save(tmp_path / f"{kind}.safetensors"))
+    assert _same(kind, back, whole, exact=True)
+    assert (tmp_path / f"{kind}.json").exists()  # the sidecar with the checksum
+    # one process: the reduction is the identity
+    assert reduce(whole, World()) is whole
+
+
+def test_saved_state_is_checked(tiny_llama, tmp_path):
+    acc = scan(tiny_llama, DOCS, TopK.empty(0, 2, range(8)), batch_size=4)
+    path = acc.save(tmp_path / "t.safetensors")
+    data = path.read_bytes()
+    path.write_bytes(data[:-4])
+    with pytest.raises(ValueError, match="truncated"):
+        TopK.load(path)
+    with pytest.raises(FileNotFoundError):
+        TopK.load(tmp_path / "missing.safetensors")
+
+
+def test_scan_stops_after_the_last_hook_and_leaves_nothing_attached(tiny_llama):
+    fired = []
+    later = f"blocks.{tiny_llama.n_layers - 1}.hook_resid_post"
+    with tiny_llama.hooks([(later, lambda t, hook: fired.append(1))]):
+        scan(tiny_llama, DOCS, KeyStats.empty(0, tiny_llama.d_mlp), batch_size=3)
+    assert fired == []
+    assert tiny_llama.attached_hook_count() == 0
+
+
+def test_scan_budget_callback_and_checkpoint(tiny_llama):
+    seen, saved = [], []
+    acc = scan(tiny_llama, DOCS, KeyStats.empty(0, tiny_llama.d_mlp), batch_size=2, n_tokens=30,
+               callback=seen.append, checkpoint=saved.append, checkpoint_every=2)
+    assert acc.count == 30 and seen[-1]["count"] == 30
+    assert [i["batches"] for i in seen] == list(range(1, len(seen) + 1))
+    assert [i["batches"] for i in saved] == [i["batches"] for i in seen if i["batches"] % 2 == 0]
+
+    def stop(info):
+        if info["batches"] == 3:
+            raise KeyboardInterrupt
+
+    saved.clear()
+    with pytest.raises(KeyboardInterrupt):
+        scan(tiny_llama, DOCS, KeyStats.empty(0, tiny_llama.d_mlp), batch_size=2, callback=stop,
+             checkpoint=saved.append, checkpoint_every=2)
+    # the interruption checkpoints the last whole batch once more
+    assert [i["batches"] for i in saved] == [2, 3] and saved[-1]["docs_consumed"] == 6
+
+
+def test_unknown_reduction_is_refused(tiny_llama):
+    class Odd(HeadStats):
+        reduction = "max"
+
+    acc = Odd(torch.zeros(1, 4, tiny_llama.n_heads, dtype=torch.float64), 0, [0], [0] * tiny_llama.n_heads)
+    assert reduce(acc, World()) is acc  # one process never reduces
+    with pytest.raises(ValueError, match="reduction"):
+        reduce(acc, _FakeWorld())
+
+
+class _FakeWorld(World):
+    @property
+    def distributed(self) -> bool:
+        return True

@@ -1,0 +1,125 @@
+"""The package's layering, read from the source (function-local imports included): imports only point down
+(core <- analyses <- editing <- cli/entry points), no import cycle, no module over 600 lines, no private name
+imported across modules."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "interp"
+LAYER = {"core": 0, "analyses": 1, "editing": 2, "rome": 2, "cli": 3, "demo": 3, "dist": 3}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for f in sorted(PKG.rglob("*.py")):
+        parts = list(f.relative_to(PKG.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = f
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> list[tuple[str, list[str], int]]:
+    """(imported module, imported names, line) for every interp import in the file, nested ones included."""
+    is_pkg = path.name == "__init__.py"
+    here = name.split(".") if is_pkg else name.split(".")[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(a.name, [], node.lineno) for a in node.names if a.name.startswith("interp")]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - (node.level - 1)] if node.level > 1 else here
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if mod.startswith("interp"):
+                names = [a.name for a in node.names]
+                # "from . import x" imports the submodule x
+                subs = [f"{mod}.{n}" for n in names if f"{mod}.{n}" in MODULES]
+                found += [(s, [], node.lineno) for s in subs] or [(mod, names, node.lineno)]
+    return found
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    return LAYER.get(parts[1]) if len(parts) > 1 else None
+
+
+def _edges() -> dict[str, set[str]]:
+    return {m: {t for t, _, _ in _imports(m, p) if t in MODULES and t != m} for m, p in MODULES.items()}
+
+
+def test_imports_point_down():
+    bad = []
+    for m, p in MODULES.items():
+        lm = _layer(m)
+        if lm is None:
+            continue
+        for t, _, line in _imports(m, p):
+            lt = _layer(t)
+            if lt is not None and lt > lm and not (m == "interp.demo" and t.startswith("interp.cli")):
+                bad.append(f"{p.relative_to(PKG.parent)}:{line} ({m}, layer {lm}) imports {t} (layer {lt})")
+    assert not bad, "upward imports:\n" + "\n".join(bad)
+
+
+def test_no_library_module_imports_the_cli():
+    users = [m for m, ts in _edges().items()
+             if not (m.startswith("interp.cli") or m == "interp.demo" or m.endswith("__main__"))
+             and any(t.startswith("interp.cli") for t in ts)]
+    assert not users
+
+
+def test_no_import_cycle():
+    edges, index, low, stack, on, cycles, counter = _edges(), {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_under_600_lines(name):
+    n = sum(1 for _ in open(MODULES[name], encoding="utf-8"))
+    assert n <= 600, f"{name} has {n} lines; split it by concern"
+
+
+def test_no_private_names_imported_across_modules():
+    bad = [f"{MODULES[m].relative_to(PKG.parent)}:{line} imports {t}.{n}"
+           for m, p in MODULES.items() for t, names, line in _imports(m, p) for n in names
+           if n.startswith("_") and not n.startswith("__")]
+    assert not bad, "\n".join(bad)
+
+
+def test_each_folder_has_a_docstring_saying_its_job():
+    for folder in ("core", "analyses", "editing", "cli"):
+        doc = ast.get_docstring(ast.parse((PKG / folder / "__init__.py").read_text(encoding="utf-8")))
+        assert doc and len(doc) > 40, f"interp/{folder}/__init__.py needs a docstring saying what the folder holds"

@@ -9,11 +9,16 @@ from .analyses.induction import induction_heads
 from .analyses.induction_train import reproduce as reproduce_induction
 from .analyses.lens import logit_lens
 from .analyses.neurons import neurons
-from .analyses.trace import causal_trace, trace_facts
+from .analyses.attribution_patching import attribution_patching
+from .analyses.path_patching import path_patching
+from .analyses.patching import activation_patching
+from .analyses.trace import causal_trace
+from .analyses.trace_facts import trace_facts
 from .core.loading import load, load_tiny
 from .core.model import Model
 
 __version__ = "0.1.0"
 __all__ = ["load", "load_tiny", "Model", "logit_lens", "decompose", "direct_logit_attribution", "attention",
            "head_scan",
-           "neurons", "induction_heads", "reproduce_induction", "causal_trace", "trace_facts", "rome"]
+           "neurons", "induction_heads", "reproduce_induction", "causal_trace", "trace_facts", "rome",
+           "activation_patching", "attribution_patching", "path_patching"]

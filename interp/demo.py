@@ -10,9 +10,9 @@ import time
 import torch
 
 import interp
-from interp.cli import attribution, edit, induction, lens, neurons, section, trace
+from interp.cli import attribution, edit, induction, lens, neurons, patch, section, trace
 
-DEMOS = [lens, attribution, neurons, induction, trace, edit]
+DEMOS = [lens, attribution, neurons, induction, patch, trace, edit]
 
 
 def main() -> None:

@@ -10,7 +10,8 @@ CELLS = [
 
 The embedded SmolLM2-135M says *"The Eiffel Tower is located in the city of"* → **Paris**. We
 
-1. **trace** where the fact lives (causal tracing: corrupt the subject, restore one MLP state at a time),
+1. **trace** where the fact lives (causal tracing: corrupt the subject — with Gaussian noise, and by swapping
+   it for another landmark of the same token length — then restore one MLP state at a time),
 2. **edit** it with one rank-one update of one MLP down projection (ROME) so the answer becomes **Rome**,
 3. **generate** before/after for the prompt, a paraphrase and a neighbouring landmark (which must stay in Paris),
 4. look at the **logit lens** before/after (the new answer appears only after the edited layer),
@@ -30,10 +31,41 @@ model = interp.load(device="cpu")
 PROMPT, SUBJECT, TARGET = "{} is located in the city of", "The Eiffel Tower", " Rome"
 LAYER = rome.default_layer(model)   # chosen on the dev split of data/facts.jsonl
 print(model, "\\nedit layer:", LAYER)"""),
-    ("md", "## 1 · Trace: where does the model recall the city?"),
-    ("code", """tr = interp.causal_trace(model, PROMPT.replace("{}", SUBJECT), SUBJECT, samples=3, kinds=("mlp",))
+    ("md", """## 1 · Trace: where does the model recall the city?
+
+Causal tracing needs a corrupted run in which the model no longer knows the answer. Two ways to get one:
+**Gaussian noise** on the subject's token embeddings (Meng et al. 2022; 3 samples here), and **symmetric token
+replacement** (Zhang & Nanda 2023): the subject swapped for another subject of the same token length, so the
+corrupted prompt is still an ordinary sentence — here *The Colosseum* (4 tokens, like *The Eiffel Tower*). Both
+heatmaps show the indirect effect of restoring the clean MLP outputs (a window of 10 layers) at one token."""),
+    ("code", """TEXT = PROMPT.replace("{}", SUBJECT)
+tr = interp.causal_trace(model, TEXT, SUBJECT, samples=3, kinds=("mlp",))
 print(tr.summary())
-tr.plot(kind="mlp")"""),
+tr.plot(kind="mlp", value="effect")"""),
+    ("code", """tr_str = interp.causal_trace(model, TEXT, SUBJECT, corruption="replace", replacement="The Colosseum",
+                             kinds=("mlp",))
+print(tr_str.summary())
+tr_str.plot(kind="mlp", value="effect")"""),
+    ("code", """import pandas as pd
+
+rows = []
+for name, t in (("noise", tr), ("replace", tr_str)):
+    anywhere, last_subject, last = t.peak("mlp"), t.peak("mlp", "last_subject"), t.peak("mlp", "last")
+    rows.append({"corruption": name, "p clean": t.clean_prob, "p corrupted": t.corrupted_prob,
+                 "peak token": anywhere["token_str"], "peak layer": anywhere["layer"],
+                 "peak effect": anywhere["effect"],
+                 "last-subject-token layer": last_subject["layer"], "last-subject-token effect": last_subject["effect"],
+                 "last-token layer": last["layer"], "last-token effect": last["effect"]})
+pd.DataFrame(rows).round(3)"""),
+    ("md", """**Noise vs replacement.** Both corruptions destroy the answer (p(Paris) 0.304 clean → 0.018 with noise,
+0.002 with *The Colosseum*, which the model completes with *Rome*), and both put the MLP effect at the same place: the
+subject's middle token *iffel* in the early layers (peak at layer 3, +0.33, with noise; at layer 2, +0.16,
+with replacement; each point restores a window of 10 layers). At the subject's last token, where ROME writes
+its edits, neither finds much (at most +0.006 with noise, +0.004 with replacement), and at the last token the
+MLPs give +0.031 (layer 21) and +0.011 (layer 24). Replacement halves the largest effect — plausibly because its
+corrupted run is an ordinary prompt that actively says *Rome*, so one restored token has a real competitor,
+where noise only blurs the subject. The choice of replacement matters too: the built-in seeded pick, *The Sydney Opera House*
+(→ *Sydney* at 0.955), leaves almost nothing to restore (largest MLP effect +0.012)."""),
     ("md", "## 2 · Edit: one rank-one update at the edit layer"),
     ("code", """stats = mlp_key_second_moment(model, LAYER, n_tokens=5_000, progress=False)   # small sample: fast
 print(stats.summary())

@@ -123,3 +123,33 @@ def test_each_folder_has_a_docstring_saying_its_job():
     for folder in ("core", "analyses", "editing", "cli"):
         doc = ast.get_docstring(ast.parse((PKG / folder / "__init__.py").read_text(encoding="utf-8")))
         assert doc and len(doc) > 40, f"interp/{folder}/__init__.py needs a docstring saying what the folder holds"
+
+
+def test_every_result_follows_the_protocol():
+    """Every Result subclass in the package: its own to_frame and plot, and ``out`` keyword-only on plot and every
+    plot_* method (so ``res.plot("x.png")`` can never mean different things on different results)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import interp
+    from interp.core.results import Result
+
+    for m in pkgutil.walk_packages(interp.__path__, "interp."):
+        if not m.name.endswith("__main__"):
+            importlib.import_module(m.name)
+
+    def subclasses(c):
+        for s in c.__subclasses__():
+            yield s
+            yield from subclasses(s)
+
+    classes = set(subclasses(Result))
+    assert len(classes) >= 20
+    for cls in (c for c in classes if not c.__subclasses__()):  # the concrete results (WeightEdit is a base)
+        assert cls.to_frame is not Result.to_frame, cls
+        assert cls.plot is not Result.plot, cls
+        for name, fn in inspect.getmembers(cls, inspect.isfunction):
+            if name == "plot" or name.startswith("plot_"):
+                out = inspect.signature(fn).parameters.get("out")
+                assert out is not None and out.kind is inspect.Parameter.KEYWORD_ONLY, f"{cls.__name__}.{name}"

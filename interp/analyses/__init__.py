@@ -4,6 +4,9 @@ never editing or the command line.
 lens (logit lens) · attribution (decomposition, direct logit attribution) · attention (patterns, per-head
 statistics) · head_scan (corpus-averaged head statistics) · neurons (activations, corpus top-k, vocabulary
 projection, ablation) · induction (induction/prefix/previous-token scores, ablation checks) · toy and
-induction_train (the phase change from scratch) · trace (causal tracing) · stats (ROME's key second moments) ·
-accumulate (the accumulator protocol and scan driver) · dist (the same statistics over torch.distributed ranks).
+induction_train (the phase change from scratch) · trace, trace_corrupt, trace_facts (causal tracing, its two
+corruptions — Gaussian noise or symmetric token replacement — and the per-fact average) · stats (ROME's key second moments) ·
+accumulate (the accumulator protocol and scan driver) · dist (the same statistics over torch.distributed ranks) ·
+patching (activation patching), attribution_patching (AtP, AtP*), path_patching, metrics (logit_diff, prob,
+kl_to_clean) and datasets (IOI, factual-recall and induction prompt pairs).
 """

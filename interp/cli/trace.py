@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..analyses.trace import TraceResult, causal_trace, check_kinds, check_noise
+from ..analyses.trace import TraceResult, causal_trace, check_kinds
+from ..analyses.trace_corrupt import CORRUPTIONS, check_corruption, check_noise
 from ..core.inputs import check_int
 from .common import add_common, load_model, section
 
@@ -15,7 +16,11 @@ def add_cli(subparsers) -> None:
                    help="answer to score (default: the model's top-1 next token); a multi-token answer is scored "
                         "by its first token, which the output names")
     p.add_argument("--out", default=None, help="save the heatmaps as PNG")
-    p.add_argument("--samples", type=int, default=10, help="noise samples (default 10)")
+    p.add_argument("--corruption", default="noise", help="how the subject is corrupted: noise (Gaussian noise on "
+                   "its embeddings, default) or replace (swapped for another subject of the same token length)")
+    p.add_argument("--replacement", default=None, help='with --corruption replace: the subject swapped in, e.g. '
+                   '"The Colosseum" (default: picked from a built-in list, seeded by --seed)')
+    p.add_argument("--samples", type=int, default=None, help="noise samples (default 10; replace: 1)")
     p.add_argument("--window", type=int, default=10, help="layers restored around each MLP/attn layer (default 10)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--noise", type=float, default=None, help="noise std (default 3x the subject embedding std)")
@@ -27,14 +32,18 @@ def add_cli(subparsers) -> None:
 def cli_trace(args, model=None) -> dict:
     """``model`` lets tests and notebooks pass a model they already hold instead of loading ``--model``."""
     # A full trace takes minutes: a typo in a flag must not cost a model load first.
-    check_int("--samples", args.samples, 1)
+    if args.corruption not in CORRUPTIONS:
+        raise ValueError(f"--corruption={args.corruption!r} not known; allowed: {', '.join(CORRUPTIONS)}")
+    check_int("--samples", args.samples, 1, allow_none=True)
     check_int("--window", args.window, 1)
     check_noise(args.noise)
+    check_corruption(args.corruption, noise=args.noise, samples=args.samples, replacement=args.replacement)
     kinds = tuple(check_kinds([k.strip() for k in args.kinds.split(",") if k.strip()]))
     if model is None:
         model = load_model(args)
-    tr = causal_trace(model, args.text, args.subject, args.target, noise=args.noise, samples=args.samples,
-                      window=args.window, seed=args.seed, kinds=kinds, progress=True)
+    tr = causal_trace(model, args.text, args.subject, args.target, corruption=args.corruption,
+                      replacement=args.replacement, noise=args.noise, samples=args.samples, window=args.window,
+                      seed=args.seed, kinds=kinds, progress=True)
     if args.out:
         tr.plot(out=args.out)
     return {**tr.to_json(), "out": args.out,
@@ -47,7 +56,7 @@ def text_report(tr: TraceResult) -> str:
         scored += f" (first token of {tr.target_given!r})"
     lines = [(f"{tr.text!r} -> {scored}: p clean {tr.clean_prob:.3f}, corrupted {tr.corrupted_prob:.3f} "
               f"(subject {tr.subject!r} = tokens {tr.subject_range[0]}..{tr.subject_range[1] - 1}, "
-              f"{tr.samples} samples, noise {tr.noise:.3g}, {tr.seconds:.1f} s)")]
+              f"{tr.corruption_label}, {tr.seconds:.1f} s)")]
     for k in tr.effects:
         a, ls = tr.peak(k), tr.peak(k, "last_subject")
         lines.append(f"  {k:5s}: peak layer {a['layer']} at {a['token_str']!r} (+{a['effect']:.3f}); "
@@ -70,4 +79,4 @@ def demo(model) -> None:
             row = tr.effects[kind][tr.meta["layers"], pos].tolist()
             cells = "".join(" .:+#"[sum(v >= c for c in (0.02, 0.05, 0.1, 0.2))] for v in row)
             print(f"    {kind:5s} {tr.tokens[pos]!r:>10} |{cells}|")
-    print(f"  ({tr.samples} samples, {tr.seconds:.1f} s; `interp trace ... --out trace.png` draws the full heatmaps)")
+    print(f"  ({tr.corruption_label}, {tr.seconds:.1f} s; `interp trace ... --out trace.png` draws the full heatmaps)")

@@ -37,7 +37,7 @@ from typing import Callable
 import torch
 
 from ..analyses.stats import mlp_key_second_moment
-from ..analyses.trace import trace_facts
+from ..analyses.trace_facts import trace_facts
 from ..core import paths as _paths
 from ..core.caches import model_cache
 from ..core.generation import sample_text, selected_logits

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from ..core.cache import check_metric_output
+from ..core.cache import activation_grads
 from .metrics import PairBatch, bind_metric, make_pairs
 from .patching import (
     DIRECTIONS,
@@ -76,7 +76,7 @@ def attribution_patching(model, clean, corrupted=None, metric=None, *, over="hea
         return fn(at_last, batch)
 
     # Forward 2 + the backward: the base run, with the gradient of the summed metric.
-    base_v, acts, grads = _grads(model, base, names + extra, on_last)
+    base_v, acts, grads = activation_grads(model, base, names + extra, on_last)
     base_v = base_v.float()
     other_v = fn(first_logits, batch).detach().float().cpu()
     clean_v, corr_v = (other_v, base_v) if denoise else (base_v, other_v)
@@ -96,38 +96,6 @@ def attribution_patching(model, clean, corrupted=None, metric=None, *, over="hea
                           "layer", col_name, col_labels, over, direction, metric_name, describe_positions(positions),
                           kv, note, method="atp*" if fix else "atp")
 
-
-def _grads(model, tokens, names, metric) -> tuple[torch.Tensor, dict, dict]:
-    """One forward with grad and one backward -> (metric [batch], activations, d(sum of metric)/d(activation)),
-    float32 on the CPU.
-
-    Not core's ``activation_grads``: on the bridge, hook_q/k/v/z are aliases whose hooks see a reshaped view of
-    the live tensor, and a hook that only reads keeps that view, which is off the path to the logits (its
-    gradient is zero). A hook that returns the tensor it was given puts it on the path, so we keep and return.
-    The embedding hooks make a graph even when the weights are frozen."""
-    store: dict = {}
-
-    def keep(name):
-        def fn(t, hook):
-            store[name] = t
-            return t
-        return fn
-
-    def root(t, hook):
-        return t if t.requires_grad else t.detach().requires_grad_(True)
-
-    points = set(model.hook_names())
-    roots = [(n, root) for n in ("hook_embed", "hook_pos_embed") if n in points]
-    with torch.enable_grad(), model.hooks(roots + [(n, keep(n)) for n in names], description="attribution patching"):
-        logits = model.forward(tokens)
-        values = check_metric_output(metric(logits, None), tokens.shape[0])
-        missing = [n for n in names if n not in store]
-        if missing:
-            raise RuntimeError(f"hooks {missing[:3]} did not fire during the forward pass")
-        grads = torch.autograd.grad(values.sum(), [store[n] for n in names], allow_unused=True)
-    cpu = lambda t: t.detach().to("cpu", torch.float32)
-    acts = {n: cpu(store[n]) for n in names}
-    return cpu(values), acts, {n: torch.zeros_like(acts[n]) if g is None else cpu(g) for n, g in zip(names, grads)}
 
 
 def _qk_names(model, layers) -> list[str]:

@@ -1,0 +1,5 @@
+import sys
+
+from ..cli.dist import main
+
+sys.exit(main())

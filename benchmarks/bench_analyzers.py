@@ -1,6 +1,6 @@
 """Analyzer costs, as ratios against baselines timed in the same run (interleaved repeats, median).
 
-    INTERP_CACHE=/tmp/icache python benchmarks/bench_analyzers.py [--repeats 7] [--threads N]
+    INTERP_CACHE=/tmp/icache python benchmarks/bench_analyzers.py [--repeats 7] [--threads N] [--model gemma3-270m]
 
 logit_lens_ratio: ``logit_lens(model, text, targets=[" Paris"], positions=[-1])`` — all n_layers+1 residuals at
 the last position of a 64-token text — / one plain forward of that text (``model.forward`` under no_grad).
@@ -91,12 +91,17 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--verbose", action="store_true", help="also print the median seconds of each contender")
+    ap.add_argument("--model", default=None, help="a short name (smollm2-135m, gemma3-270m) or any load() source")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     import interp
+    from interp.core.loading import cache_folder_for
 
-    model = interp.load(device="cpu")
+    cached = args.model is None or args.model in ("smollm2-135m", "gemma3-270m")
+    warm = cached and (cache_folder_for(args.model) / "manifest.json").is_file()
+    model = interp.load(args.model, device="cpu")
+    print(f"# {model.source}: load {model.load_seconds:.1f} s ({'warm: from the cache' if warm else 'cold'})")
     last, full, med = lens_ratios(model, args.repeats)
     print(f"logit_lens_ratio: {last:.3f}")
     print(f"logit_lens_full_ratio: {full:.3f}")

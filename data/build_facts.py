@@ -844,6 +844,10 @@ def main():
     with open(OUT_PATH, "w", encoding="utf-8") as f:
         for r in records:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    # the second paraphrase set of the test records is not part of the rule above; re-add it, or a rebuild drops it
+    import build_paraphrases_other
+
+    build_paraphrases_other.add_to_file(OUT_PATH)
     summarize(records, stats, tok)
     if "-v" in sys.argv:
         print("\nCandidates the model does not know (relation, subject, true, preferred):")

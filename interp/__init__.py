@@ -1,7 +1,8 @@
 """interp — a mechanistic-interpretability toolkit: load a real model offline, read and write its residual stream,
 and look inside it (logit lens, attribution, attention, neurons, induction heads, ROME fact editing)."""
 
-from . import rome
+from . import memit, rome
+from .analyses import experts
 from .analyses.attention import attention
 from .analyses.head_scan import head_scan
 from .analyses.attribution import decompose, direct_logit_attribution
@@ -14,11 +15,15 @@ from .analyses.path_patching import path_patching
 from .analyses.patching import activation_patching
 from .analyses.trace import causal_trace
 from .analyses.trace_facts import trace_facts
+from .analyses.tuned_lens import TunedLens, load_tuned_lens, tuned_lens
+from .analyses.tuned_lens_eval import evaluate_lens, prediction_depth
+from .analyses.tuned_lens_train import train_tuned_lens
 from .core.loading import load, load_tiny
 from .core.model import Model
 
 __version__ = "0.1.0"
 __all__ = ["load", "load_tiny", "Model", "logit_lens", "decompose", "direct_logit_attribution", "attention",
            "head_scan",
-           "neurons", "induction_heads", "reproduce_induction", "causal_trace", "trace_facts", "rome",
-           "activation_patching", "attribution_patching", "path_patching"]
+           "neurons", "induction_heads", "reproduce_induction", "causal_trace", "trace_facts", "rome", "memit",
+           "activation_patching", "attribution_patching", "path_patching", "tuned_lens", "train_tuned_lens",
+           "load_tuned_lens", "TunedLens", "evaluate_lens", "prediction_depth", "experts"]

@@ -22,7 +22,7 @@ torch.set_num_threads(2)
 model = interp.load()
 text = "The quick brown fox jumps over the lazy dog. Alice gave Bob the book because Bob asked for it."
 res = interp.attention(model, text)
-res"""),
+res  # the interactive view: every head (layer x head); click one, hover a token for its weights"""),
     ("md", """## Trust, then look
 The captured pattern must be exactly the softmax of the rotated queries against the rotated keys (each query
 head using its group's key) with a causal mask. Recompute one layer independently from `hook_rot_q` /
@@ -91,6 +91,7 @@ for v, i in zip(top.values, top.indices):
     print(f"L{l}H{h} (KV group {res.kv_groups[h]}): induction {v:.2f}, first-token weight on natural text {stats.loc[(l, h), 'first_token']:.2f}")"""),
     ("code", """l, h = divmod(int(top.indices[0]), 9)
 rep.plot(l, h)"""),
+    ("code", """rep.show(layers=[l])  # interactive: click a head, hover a token of the second copy for its row"""),
     ("md", """The strongest induction heads are the very heads that looked like idle sinks on the natural sentence:
 with no earlier copy of the current token to attend to, they park on the first token; as soon as a match
 exists they jump to it. A head's statistics on one text describe its default, not its function — look at it

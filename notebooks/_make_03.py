@@ -36,6 +36,7 @@ scan = L4.scan(docs, k=5, max_len=48, progress=False)  # progress=True (default)
 print(scan.summary())
 scan.top_neurons(8)"""),
     ("code", """scan.plot(n=12)"""),
+    ("code", """scan.show(n=4, vocab_k=5)  # interactive: each context coloured by activation, the vocabulary beside"""),
     ("code", """top = int(acts.top(1)[0])
 scan.to_frame(top)[["activation", "title", "token", "context"]]"""),
     ("md", """The top contexts agree with the single sentence: this neuron fires on an ordinal suffix *right after

@@ -37,6 +37,7 @@ scan.top(8)"""),
     ("md", """Heatmaps of every score over layers x heads, the loss by position (random first half vs the repeated half)
 and the patterns of the top heads: the *induction stripe* is the diagonal `seq_len - 1` below the main one."""),
     ("code", """scan.plot()"""),
+    ("code", """scan.show()  # interactive: hover a head for its scores"""),
     ("md", """### Why not TransformerLens's `detect_head`?
 Its default `"mul"` measure divides the attention on the induction targets by the *whole* attention of every row,
 including the BOS row and the first copy, where no target exists. On `[BOS] + R + R` a perfect induction head scores

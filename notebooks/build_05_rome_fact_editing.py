@@ -42,6 +42,7 @@ heatmaps show the indirect effect of restoring the clean MLP outputs (a window o
 tr = interp.causal_trace(model, TEXT, SUBJECT, samples=3, kinds=("mlp",))
 print(tr.summary())
 tr.plot(kind="mlp", value="effect")"""),
+    ("code", """tr.show(value="effect")  # interactive: hover a cell for its effect and restored probability"""),
     ("code", """tr_str = interp.causal_trace(model, TEXT, SUBJECT, corruption="replace", replacement="The Colosseum",
                              kinds=("mlp",))
 print(tr_str.summary())
@@ -84,6 +85,8 @@ edit.plot()"""),
            "The Louvre is located in the city of"]                  # a neighbouring landmark (must stay Paris)
 table = rome.compare_completions(model, edit, prompts, n_tokens=10)
 table"""),
+    ("code", """record = next(r for r in rome.load_records() if r.subject == SUBJECT and r.target_new == TARGET)
+rome.compare(model, edit, record, n_tokens=6).show()  # P(Rome), P(Paris) before/after on every prompt"""),
     ("md", "## 4 · Logit lens before/after: the new answer appears only above the edited layer"),
     ("code", """lens = rome.lens_before_after(model, edit)
 print(lens.summary())

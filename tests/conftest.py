@@ -18,6 +18,14 @@ def embedded():
 
 
 @pytest.fixture(scope="session")
+def gemma():
+    """Gemma 3 270M from its chunk packages (on a clean machine the first load assembles, dequantizes, caches)."""
+    import interp
+
+    return interp.load("gemma3-270m", device="cpu")
+
+
+@pytest.fixture(scope="session")
 def tiny_llama():
     import interp
 
@@ -35,7 +43,7 @@ def tiny_gpt2():
 def _no_hook_leaks(request):
     """Every test must leave every model it touched with zero attached hooks."""
     yield
-    for name in ("embedded", "tiny_llama", "tiny_gpt2"):
+    for name in ("embedded", "gemma", "tiny_llama", "tiny_gpt2"):
         if name in request.fixturenames:
             model = request.getfixturevalue(name)
             assert model.attached_hook_count() == 0, f"{request.node.name} leaked hooks on {name}: " \

@@ -168,8 +168,10 @@ def test_evaluate_aggregates_and_json(dev_eval):
 def test_evaluate_bad_input(embedded):
     with pytest.raises(ValueError, match="no records"):
         ev.evaluate(embedded, [], "rome", layer=LAYER)
-    with pytest.raises(ValueError, match="editor"):
-        ev.evaluate(embedded, rome.load_records(split="dev")[:1], "memit", layer=LAYER, stats="identity")
+    with pytest.raises(ValueError, match="editor 'bogus' not known; allowed: 'rome', 'ft', 'memit'"):
+        ev.evaluate(embedded, rome.load_records(split="dev")[:1], "bogus", layer=LAYER, stats="identity")
+    with pytest.raises(ValueError, match="batch_size=0; allowed"):
+        ev.evaluate(embedded, rome.load_records(split="dev")[:1], "rome", layer=LAYER, batch_size=0)
     with pytest.raises(ValueError, match="missing keys"):
         ev.evaluate(embedded, [{"prompt": "{} is"}], "rome", layer=LAYER)
 
@@ -271,6 +273,9 @@ def test_compare_completions_and_lens_with_an_ft_edit(tiny_llama):
     (["edit", "--hparam", "bogus=1"], "unknown ROME hyperparameter"),
     (["eval-edits", "--n", "0"], "--n"), (["eval-edits", "--gen-tokens", "0"], "--gen-tokens"),
     (["eval-edits", "--editor", "ft", "--hparam", "kl_factor=1"], "unknown FT-L hyperparameter"),
+    (["eval-edits", "--batch-size", "0"], "--batch-size"),
+    (["eval-edits", "--editor", "memit", "--hparam", "bogus=1"], "unknown MEMIT hyperparameter"),
+    (["edit", "--editor", "ft", "--save", "x"], "--save"),
 ])
 def test_edit_commands_check_flags_before_loading_the_model(argv, match, monkeypatch):
     from interp.cli import build_parser
@@ -283,3 +288,228 @@ def test_edit_commands_check_flags_before_loading_the_model(argv, match, monkeyp
     args = build_parser().parse_args(argv)
     with pytest.raises(ValueError, match=match):
         args.func(args)
+
+
+# ----------------------------------------------------------------------------------------------- the slow reference
+# The measurements as they were before they were batched (one forward per 32 rows, one sampler call per record,
+# the drift texts tokenised per call, a float64 log-softmax over the vocabulary): kept here, unchanged, so the
+# batched measurements are compared with them and not with themselves.
+def ref_target_nll(model, prompts, targets, *, batch_size=32):
+    out = []
+    for start in range(0, len(prompts), batch_size):
+        rows, sel_r, sel_p, ids = [], [], [], []
+        for j, (p, t) in enumerate(zip(prompts[start:start + batch_size], targets[start:start + batch_size])):
+            pt, tt = model.to_tokens(p)[0].tolist(), model.target_tokens(t)
+            rows.append(pt + tt[:-1])
+            sel_r += [j] * len(tt)
+            sel_p += list(range(len(pt) - 1, len(pt) - 1 + len(tt)))
+            ids.append(tt)
+        toks, _ = interp.core.inputs.pad_rows(model, rows)
+        with torch.no_grad():
+            logp = torch.log_softmax(generation.selected_logits(model, toks, torch.tensor(sel_r), torch.tensor(sel_p))
+                                     .to(torch.float64).cpu(), -1)
+        flat = torch.tensor([i for t in ids for i in t])
+        nll = -logp.gather(1, flat[:, None])[:, 0]
+        k = 0
+        for t in ids:
+            out.append(nll[k: k + len(t)].mean())
+            k += len(t)
+    return torch.stack(out)
+
+
+def ref_fact_probs(model, fact, groups):
+    prompts = [p for g in groups.values() for p in g]
+    nll = ref_target_nll(model, prompts * 2, [fact.target_new] * len(prompts) + [fact.target_true] * len(prompts))
+    p = torch.exp(-nll).reshape(2, -1).T
+    out, k = {}, 0
+    for name, g in groups.items():
+        out[name] = p[k: k + len(g)]
+        k += len(g)
+    return out
+
+
+def ref_fact_scores(probs):
+    out = {}
+    for name, group, side in (("efficacy", "rewrite", 0), ("paraphrase", "paraphrase", 0),
+                              ("neighborhood", "neighborhood", 1), ("paraphrase_other", "paraphrase_other", 0)):
+        if group in probs:
+            pr = probs[group]
+            out[f"{name}_score"] = float((pr[:, side] > pr[:, 1 - side]).double().mean())
+            out[f"{name}_magnitude"] = float((pr[:, side] - pr[:, 1 - side]).mean())
+    return out
+
+
+def ref_text_nll(model, texts, *, max_len=64, batch_size=8):
+    from interp.core.corpus import token_batches
+
+    total, count = 0.0, 0
+    for toks, mask, _ in token_batches(model, list(texts), max_len=max_len, batch_size=batch_size):
+        with torch.no_grad():
+            logp = torch.log_softmax(model.forward(toks).to(torch.float64).cpu(), -1)
+        nll = -logp[:, :-1].gather(2, toks[:, 1:, None])[..., 0]
+        m = mask[:, 1:]
+        total += float(nll[m].sum())
+        count += int(m.sum())
+    return total / count
+
+
+def ref_measure(model, fact, seed, gen_tokens):
+    groups = {"rewrite": [fact.text], "paraphrase": list(fact.paraphrase_prompts),
+              "neighborhood": list(fact.neighborhood_prompts)}
+    if fact.extra.get("paraphrase_prompts_other"):
+        groups["paraphrase_other"] = list(fact.extra["paraphrase_prompts_other"])
+    out = ref_fact_scores(ref_fact_probs(model, fact, groups))
+    texts = generation.sample_text(model, list(fact.generation_prompts), gen_tokens, seed=seed, top_k=5)
+    out["gen_entropy"] = sum(ev.ngram_entropy(p + t) for p, t in zip(fact.generation_prompts, texts)) / len(texts)
+    out["gen_text"] = texts[0]
+    out.update({k: v for k, v in ev.lens_rows(model, fact).items() if not k.startswith("_")})
+    # the strict form, from the full logits of model.run: is the wanted target's first token the argmax?
+    for name, group, target in (("efficacy", "rewrite", fact.target_new), ("paraphrase", "paraphrase", fact.target_new),
+                                ("neighborhood", "neighborhood", fact.target_true),
+                                ("paraphrase_other", "paraphrase_other", fact.target_new)):
+        if group in groups:
+            want = model.target_tokens(target)[0]
+            hits = [int(model.run(model.to_tokens(p))[0, -1].argmax()) == want for p in groups[group]]
+            out[f"{name}_acc"] = sum(hits) / len(hits)
+    return out
+
+
+def small_ft(layer):
+    def fn(model, fact):
+        return ev.ft_edit(model, fact.prompt, fact.subject, fact.target_new, layer, steps=3, lr=5e-2,
+                          norm_constraint=5e-2)
+    return fn
+
+
+def _check_row(row, want, when):
+    for key, value in want.items():
+        got = row[f"{key}_{when}"]
+        if key == "gen_text":
+            assert got == value, (key, when)
+        elif value is None or (isinstance(value, float) and math.isnan(value)):
+            assert got is None or got != got, (key, when)
+        else:
+            assert abs(float(got) - float(value)) < 1e-5, (key, when, got, value)
+
+
+@pytest.fixture(scope="module")
+def ref_records():
+    recs = [r.to_dict() for r in rome.load_records(split="dev")[2:4]]
+    recs[0]["paraphrase_prompts_other"] = ["In which city is " + recs[0]["subject"] + "? It is in",
+                                           recs[0]["subject"] + ", a place in the city of"]
+    return [rome.as_fact(r) for r in recs]
+
+
+@pytest.mark.parametrize("name, batch_size, layer", [("embedded", 1, LAYER), ("tiny_llama", 2, 0)])
+def test_batched_measurements_match_the_slow_reference(request, ref_records, name, batch_size, layer):
+    """Every per-record value (both score forms, magnitudes, entropy and its first sample, lens, drift) before
+    and after: batch_size 1 against one edit at a time, 2 against both edits applied one after the other."""
+    embedded = request.getfixturevalue(name)
+    edit_fn = small_ft(layer)
+    d0 = digest(embedded)
+    res = ev.evaluate(embedded, ref_records, edit_fn, layer=layer, gen_tokens=5, drift_docs=2, progress=False,
+                      batch_size=batch_size)
+    assert digest(embedded) == d0
+    f = res.to_frame()
+    texts = ev.drift_texts(2)
+    loss_pre = ref_text_nll(embedded, texts)
+    assert abs(f["loss_pre"].iloc[0] - loss_pre) < 1e-6
+    befores = [ref_measure(embedded, fact, i, 5) for i, fact in enumerate(ref_records)]
+    batches = [ref_records[i:i + batch_size] for i in range(0, len(ref_records), batch_size)]
+    k = 0
+    for batch in batches:
+        edits = [edit_fn(embedded, fact) for fact in batch]
+        try:
+            afters = [ref_measure(embedded, fact, k + j, 5) for j, fact in enumerate(batch)]
+            loss_post = ref_text_nll(embedded, texts)
+        finally:
+            for e in reversed(edits):
+                e.revert()
+        for j, fact in enumerate(batch):
+            row = f.loc[fact.case_id]
+            _check_row(row, befores[k + j], "pre")
+            _check_row(row, afters[j], "post")
+            assert abs(row["loss_drift"] - 100 * (loss_post - loss_pre) / loss_pre) < 1e-4
+        k += len(batch)
+    assert digest(embedded) == d0
+    assert math.isnan(f.loc[ref_records[1].case_id, "paraphrase_other_score_post"])
+    assert f["efficacy_acc_post"].notna().all() and "paraphrase_other_acc" in res.to_json()
+
+
+# ----------------------------------------------------------------------------------------------- failures, batches, CLI
+def test_diagnose_applies_each_rule_in_order():
+    import pandas as pd
+
+    nan = float("nan")
+    f = pd.DataFrame({  # rows: ok, errored, clamp, not converged, small key (key_dot), did not transfer, unknown
+        "efficacy_score_post": [1.0, nan, 0.0, 0.0, 0.0, 0.0, 0.0],
+        "error": [None, "ValueError: x", None, None, None, None, None],
+        "opt_p_final": [0.9, nan, 0.2, 0.3, 0.95, 0.95, nan],
+        "delta_norm": [1.0, nan, 4.0, 1.0, 1.0, 1.0, nan],
+        "clamp": [4.0, nan, 4.0, 4.0, 4.0, 4.0, nan],
+        "key_norm": [10.0, nan, 10.0, 10.0, 10.0, 10.0, nan],
+        "key_dot": [8.0, nan, 8.0, 8.0, 1.0, 8.0, nan]})
+    assert rome.diagnose(f) == [None, None, "clamp bound", "v* not converged", "small key", "edit did not transfer",
+                                "unknown"]
+
+
+def test_failed_edits_are_diagnosed_and_reported(tiny_llama, tmp_path):
+    _tiny_records(tmp_path / "r.jsonl")
+    recs = rome.load_records(tmp_path / "r.jsonl")
+    weak = {"steps": 2, "lr": 1e-4, "norm_constraint": 1e-5}  # far too small to move the answer
+    d0 = digest(tiny_llama)
+    res = ev.evaluate(tiny_llama, recs, "ft", layer=0, hparams=weak, gen_tokens=3, drift_docs=2, lens=False,
+                      progress=False, batch_size=2)
+    assert digest(tiny_llama) == d0
+    f = res.to_frame()
+    failed = f[f["efficacy_score_post"] == 0]
+    assert len(failed) > 0 and (failed["failure"] == "clamp bound").all()
+    assert f.loc[f["efficacy_score_post"] > 0, "failure"].isna().all()
+    out = res.to_json()
+    assert [x["case_id"] for x in out["failures"]] == list(failed.index)
+    assert out["failure_counts"] == {"clamp bound": len(failed)} and "clamp bound" in res.summary()
+    for key in ("efficacy_acc", "paraphrase_acc", "neighborhood_acc", "harmonic_mean_acc"):
+        assert key in out and f"{key}_before" in out
+    assert "paraphrase_other_score" not in out  # no record has the second paraphrase set
+    assert res.settings["batch_size"] == 2 and "efficacy acc (top-1)" in res.table().index
+
+
+def test_memit_batch_evaluation_reverts_every_layer(tiny_llama, tmp_path):
+    _tiny_records(tmp_path / "r.jsonl")
+    recs = rome.load_records(tmp_path / "r.jsonl")
+    layers = [0]  # the tiny model's only layer MEMIT may edit (a later layer must read the residual)
+    stats = {l: mlp_key_second_moment(tiny_llama, l, n_tokens=2000, cache=False, progress=False) for l in layers}
+    d0 = digest(tiny_llama)
+    res = ev.evaluate(tiny_llama, recs, "memit", layer=0, stats=stats, hparams={"layers": layers, "v_steps": 3},
+                      gen_tokens=3, drift_docs=2, lens=False, progress=False, batch_size=2)
+    assert digest(tiny_llama) == d0
+    f = res.to_frame()
+    assert res.editor == "memit" and res.layers == layers and f["error"].isna().all()
+    # both facts share one edit: the batch's drift and the per-fact share of its time on every row
+    assert f["loss_drift"].nunique() == 1 and f["edit_seconds"].nunique() == 1
+    assert f["opt_p_final"].notna().all()
+
+
+def test_cli_edit_records_and_eval_batch(tiny_llama, tmp_path):
+    from interp.cli.edit import cli_edit
+
+    _tiny_records(tmp_path / "r.jsonl")
+    args = types.SimpleNamespace(prompt="{} is in", subject="Tower", target=" Rome", layer=0, seed=0, also=["Hi"],
+                                 tokens=3, save=None, mom2_tokens=2000, hparam=["steps=2"], editor="ft",
+                                 records=str(tmp_path / "r.jsonl"), html=None, json=True)
+    d0 = digest(tiny_llama)
+    out = cli_edit(args, model=tiny_llama)
+    assert digest(tiny_llama) == d0
+    assert out["n_edits"] == 2 and len(out["completions"]) == 3 and len(out["probabilities"]) == 2
+    p = out["probabilities"][0]
+    want = float(torch.exp(-ev.target_nll(tiny_llama, ["Tower is in"], [" Rome"]))[0])
+    assert abs(p["p_new_before"] - want) < 1e-6 and "P(Rome)" in out["_text"]
+    args.save = str(tmp_path / "e")
+    with pytest.raises(ValueError, match="--save"):
+        cli_edit(args, model=tiny_llama)
+    eargs = types.SimpleNamespace(split="test", n=None, editor="ft", baseline="none", records=str(tmp_path / "r.jsonl"),
+                                  layer=0, seed=0, gen_tokens=3, no_generation=True, no_drift=True, no_lens=True,
+                                  out=None, csv=None, mom2_tokens=2000, json=True, batch_size=2, hparam=["steps=2"])
+    res = cli_eval_edits(eargs, model=tiny_llama)
+    assert digest(tiny_llama) == d0
+    assert res["batch_size"] == 2 and res["settings"]["batch_size"] == 2 and "efficacy_acc" in res

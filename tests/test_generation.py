@@ -1,6 +1,8 @@
 """One generation path (interp.core.generation): hooks act on sampled text in Model.generate and in the editing
 layer's sampler (the KV-cached twin is used only when no hook is attached), and both paths give the same tokens."""
 
+import contextlib
+
 import pytest
 import torch
 
@@ -98,3 +100,18 @@ def test_pick_greedy_temperature_and_top_k():
     gen = torch.Generator().manual_seed(0)
     draws = {int(generation.pick(logits, gen, temperature=1.0, top_k=2)) for _ in range(200)}
     assert draws <= {1, 2} and 1 in draws
+
+
+@pytest.mark.parametrize("steered", [False, True])
+def test_sample_text_groups_give_each_group_its_own_samples(tiny_llama, steered):
+    """One batch of several prompt groups, each with its own seed, samples what one call per group samples —
+    on the cached path and (steered) on the hooked one."""
+    groups = [["Hello there my", "The cat"], ["A much longer prompt than the others here"], []]
+    seeds = [3, 8, 1]
+    with tiny_llama.steer(strong_vector(tiny_llama), 0) if steered else contextlib.nullcontext():
+        got = generation.sample_text_groups(tiny_llama, groups, 5, seeds=seeds)
+        want = [generation.sample_text(tiny_llama, g, 5, seed=s) for g, s in zip(groups, seeds)]
+    assert got == want and len(got[0]) == 2 and got[2] == []
+    assert got != generation.sample_text_groups(tiny_llama, groups, 5, seeds=[4, 8, 1])
+    with pytest.raises(ValueError, match="seeds"):
+        generation.sample_text_groups(tiny_llama, groups, 5, seeds=[3])

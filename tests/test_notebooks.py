@@ -13,6 +13,8 @@ NOTEBOOK_DIR = Path(__file__).parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 IDS = [p.name for p in NOTEBOOKS]
 PLOT_CALL = re.compile(r"\.plot(_\w+)?\(")     # res.plot(...), res.plot_layer(...), dla.plot_heads(...)
+VIEW_CALL = re.compile(r"\.show\(")               # res.show(...): the interactive view, an <iframe> of HTML
+VIEW_MAX_BYTES = 400_000                          # per view output, so the committed notebooks stay small
 
 
 def _execute_module():
@@ -38,10 +40,20 @@ def _plot_cells_without_figure(path, nb):
             if PLOT_CALL.search(c.source) and not any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
 
 
+def _views(cell) -> list[str]:
+    return [o["data"]["text/html"] for o in cell.get("outputs", [])
+            if "<iframe" in (o.get("data", {}).get("text/html") or "")]
+
+
+def _view_cells_without_view(path, nb):
+    return [_where(path, i, c, VIEW_CALL) for i, c in _code_cells(nb) if VIEW_CALL.search(c.source) and not _views(c)]
+
+
 def test_the_notebooks_are_there():
     names = {p.name for p in NOTEBOOKS}
     for expected in ("00_quickstart.ipynb", "01_residual_stream_and_logit_lens.ipynb", "02_attention_patterns.ipynb",
-                     "03_ffn_neurons.ipynb", "04_induction_heads.ipynb", "05_rome_fact_editing.ipynb"):
+                     "03_ffn_neurons.ipynb", "04_induction_heads.ipynb", "05_rome_fact_editing.ipynb",
+                     "06_activation_patching.ipynb"):
         assert expected in names
 
 
@@ -57,9 +69,25 @@ def test_notebook_executes(path, monkeypatch):
     assert not errors
     missing = _plot_cells_without_figure(path, nb)
     assert not missing, f"plot cells that displayed no figure: {missing}"
+    missing = _view_cells_without_view(path, nb)
+    assert not missing, f"view cells that displayed no view: {missing}"
 
 
 # The committed files themselves, read without executing anything.
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_committed_notebook_shows_its_views(path):
+    """Each analysis notebook shows an interactive view next to its static plot; views stay small."""
+    nb = nbformat.read(path, as_version=4)
+    missing = _view_cells_without_view(path, nb)
+    assert not missing, (f"{path.name}: view cells committed without their HTML view: {missing}. "
+                         f"Run: .venv/bin/python notebooks/execute.py {path.name[:2]}")
+    views = [v for _, c in _code_cells(nb) for v in _views(c)]
+    if path.name[:2] in ("01", "02", "03", "04", "05"):
+        assert views, f"{path.name} shows no interactive view"
+    big = [len(v) for v in views if len(v) > VIEW_MAX_BYTES]
+    assert not big, f"{path.name}: views of {big} bytes; narrow them (layers=, heads=, positions=)"
+
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_committed_notebook_is_executed(path):

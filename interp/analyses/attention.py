@@ -13,6 +13,10 @@ pull every head towards "first token" and zero entropy whatever the head does.
 
 Grouped-query attention: query head ``h`` reads KV head ``h // (n_heads // n_kv_heads)`` (``model.kv_group``),
 so the heads of one group share keys and values and differ only in their queries.
+
+Sliding-window attention (Gemma's local layers): ``windows[i]`` is how many positions a query of captured layer
+``i`` can see (itself included), None for global layers; the patterns are the model's own, so a local layer's
+rows are exactly zero beyond its window (visible once the text is longer than the window).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..core import arch
+from ..core.hooks import capture
 from ..core.inputs import as_int, layer_list, one_text
 from ..core.results import Result, new_figure, save_fig
 
@@ -34,6 +40,7 @@ class AttentionResult(Result):
     kv_groups: list[int]  # KV head read by each query head
     n_kv_heads: int
     source: str = ""
+    windows: list | None = None  # per captured layer: attention window (sliding-window layers) or None (global)
 
     # ------------------------------------------------------------------------------------------ access
     def _row(self, layer: int) -> int:
@@ -63,22 +70,33 @@ class AttentionResult(Result):
         rows = []
         for i, layer in enumerate(self.layers):
             for h in range(n_heads):
-                rows.append({"layer": layer, "head": h, "kv_group": self.kv_groups[h],
+                window = {"window": self.window(layer)} if self.has_local_layers else {}
+                rows.append({"layer": layer, "head": h, "kv_group": self.kv_groups[h], **window,
                              **{k: float(v[i, h]) for k, v in s.items()}})
         return pd.DataFrame(rows).set_index(["layer", "head"])
 
     def to_frame(self):
         return self.stats()
 
+    @property
+    def has_local_layers(self) -> bool:
+        return any(w is not None for w in (self.windows or []))
+
+    def window(self, layer: int) -> int | None:
+        """Positions a query of ``layer`` can attend to (sliding-window layers), or None (global)."""
+        return None if self.windows is None else self.windows[self._row(layer)]
+
     def summary(self) -> str:
         n = len(self.str_tokens)
+        local = [layer for layer in self.layers if self.window(layer) is not None]
+        win = (f"; {len(local)} sliding-window layers (window {self.window(local[0])})" if local else "")
         return (f"attention patterns: {len(self.layers)} layers x {self.patterns.shape[1]} heads "
-                f"({self.n_kv_heads} KV heads) over {n} tokens")
+                f"({self.n_kv_heads} KV heads) over {n} tokens{win}")
 
     def to_json(self) -> dict:
         """The per-head statistics (``rows``) and the patterns themselves, which the table leaves out."""
         return {**super().to_json(), "tokens": self.str_tokens, "layers": self.layers, "kv_groups": self.kv_groups,
-                "n_kv_heads": self.n_kv_heads,
+                "n_kv_heads": self.n_kv_heads, "windows": self.windows,
                 "patterns": self.patterns.double().round(decimals=6).tolist()}
 
     # ------------------------------------------------------------------------------------------ plots
@@ -97,7 +115,9 @@ class AttentionResult(Result):
         ax.set_xlabel("key (attended to)")
         ax.set_ylabel("query")
         g = self.kv_groups[self._head(head)]
-        ax.set_title(f"layer {layer}, head {self._head(head)} (KV group {g})")
+        w = self.window(layer)
+        kind = "" if w is None else f", local: window {w}"
+        ax.set_title(f"layer {layer}, head {self._head(head)} (KV group {g}{kind})")
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
         return save_fig(fig, out)
 
@@ -122,6 +142,15 @@ class AttentionResult(Result):
         fig.suptitle(f"attention patterns, layer {layer}")
         fig.tight_layout()
         return save_fig(fig, out)
+
+    def view(self, *, layers=None, heads=None, positions=None, max_bytes=None):
+        """Interactive view: every head as a thumbnail (layer x head, KV groups marked), a click opens its token
+        view. ``layers`` / ``heads`` / ``positions`` narrow it (a long text needs that: the view refuses to embed
+        more than ``max_bytes``, 10 MB by default)."""
+        from .attention_view import attention_view
+
+        return attention_view(self, layers=layers, heads=heads, positions=positions, stats=head_stats,
+                              max_bytes=max_bytes)
 
 
 def per_query_stats(patterns: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -160,8 +189,11 @@ def attention(model, text, *, layers=None) -> AttentionResult:
     if toks.shape[1] < 2:
         raise ValueError(f"need at least 2 tokens (BOS + one) to look at attention, got {toks.shape[1]}")
     names = [f"blocks.{layer}.attn.hook_pattern" for layer in layers]
-    cache = model.cache(toks, names)
+    # Stopped after the last pattern: no later layer and no unembedding runs.
+    cache, _ = capture(model, toks, names, keep=lambda n, t: t.detach().to("cpu", torch.float32), stop=True,
+                       description="attention")
     patterns = torch.stack([cache[n][0] for n in names])  # [layer, head, q, k]
     return AttentionResult(patterns=patterns, str_tokens=model.to_str_tokens(toks), layers=layers,
                            kv_groups=[model.kv_group(h) for h in range(model.n_heads)],
-                           n_kv_heads=model.n_kv_heads, source=getattr(model, "source", ""))
+                           n_kv_heads=model.n_kv_heads, source=getattr(model, "source", ""),
+                           windows=[arch.attention_window(model, layer) for layer in layers])

@@ -7,7 +7,12 @@
 at two granularities: per layer (``attn_l`` is the layer's own ``hook_attn_out``, so the layer-level parts add
 up to the final residual exactly as the model added them) and per head (``L{l}H{h}`` = z_h @ W_O[h], with an
 attention output bias, where the model has one, as its own part ``L{l}.b_O``). Head parts match the layer's
-output up to the model's own float32 rounding of its output projection.
+output up to the model's own float32 rounding of its output projection. Where the block normalises the attention
+output again before adding it (Gemma's post-norms, :mod:`interp.core.arch`), ``attn_l`` is that normed write and
+each head's part is ``z_h @ W_O[h]`` through the post-norm with its scale frozen at its actual input, so the
+heads still sum to ``attn_l``. ``w`` below is the norm's effective gain (``1 + w`` on Gemma). On a
+mixture-of-experts model the head level splits each MLP into its experts (``L{l}E{e}``: the expert's weighted
+output, zero where the router did not choose it; :mod:`interp.core.moe`), which sum to ``mlp_l``.
 
 ``direct_logit_attribution(model, text, token, baseline_token=None, pos=-1)`` pushes each part through the
 final norm with its scale frozen at the value the model actually used (``s = rms(x)`` for RMSNorm,
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..core import arch, moe
 from ..core.hooks import capture
 from ..core.inputs import check_pos, one_text, target_id
 from ..core.results import Result, jsonable, new_figure, save_fig
@@ -40,8 +46,13 @@ def _hook_names(model) -> tuple[list[str], bool]:
     """Names needed to rebuild the residual at one position; whether a learned positional embedding exists."""
     learned_pos = model.positional == "standard" and "hook_pos_embed" in model.hook_names()
     names = ["hook_embed"] + (["hook_pos_embed"] if learned_pos else [])
+    post, routed = arch.has_post_norms(model), moe.is_moe(model)
     for layer in range(model.n_layers):
         names += [f"blocks.{layer}.attn.hook_z", f"blocks.{layer}.hook_attn_out"]
+        if post:  # the heads sum to the output before the post-norm; its scale is frozen from this value
+            names.append(arch.pre_norm_hook(model, layer, "attn"))
+        if routed:  # each expert's part is recomputed from the block's input and the router's weights
+            names += [moe.hooks(layer)["input"], moe.hooks(layer)["weights"]]
         if model.d_mlp is not None:
             names.append(f"blocks.{layer}.hook_mlp_out")
     names.append(f"blocks.{model.n_layers - 1}.hook_resid_post")
@@ -71,6 +82,7 @@ def decompose(model, text, pos: int = -1) -> Decomposition:
 
 
 def _decomposition(model, toks, pos, store, learned_pos) -> Decomposition:
+    post, routed = arch.has_post_norms(model), moe.is_moe(model)
     head_rows: list[tuple[str, str, int | None, int | None, torch.Tensor]] = []
     layer_rows: list[tuple[str, str, int | None, torch.Tensor]] = []
     first = [("embed", "embed", store["hook_embed"])]
@@ -81,16 +93,29 @@ def _decomposition(model, toks, pos, store, learned_pos) -> Decomposition:
         layer_rows.append((label, kind, None, vec))
     for layer in range(model.n_layers):
         z = store[f"blocks.{layer}.attn.hook_z"]  # [n_heads, d_head]
-        heads = torch.einsum("hd,hdm->hm", z.double(), model.W_O(layer).double()).float()  # [n_heads, d_model]
+        heads = torch.einsum("hd,hdm->hm", z.double(), model.W_O(layer).double())  # [n_heads, d_model]
+        b_O = model.b_O(layer)
+        # Post-norm (Gemma): the residual receives norm(sum of heads); with the norm's scale frozen at its
+        # actual input each head's share is linear, so the shares still add up to hook_attn_out.
+        gain = None if not post else arch.frozen_post_norm(model, layer, "attn",
+                                                          store[arch.pre_norm_hook(model, layer, "attn")])
+        if gain is not None:
+            heads = heads * gain
+            b_O = None if b_O is None else (b_O.double() * gain).float()
+        heads = heads.float()
         for h in range(model.n_heads):
             head_rows.append((f"L{layer}H{h}", "head", layer, h, heads[h]))
-        b_O = model.b_O(layer)
         if b_O is not None:
             head_rows.append((f"L{layer}.b_O", "attn_bias", layer, None, b_O))
         layer_rows.append((f"L{layer}.attn", "attn", layer, store[f"blocks.{layer}.hook_attn_out"]))
         if model.d_mlp is not None:
             mlp = store[f"blocks.{layer}.hook_mlp_out"]
-            head_rows.append((f"L{layer}.mlp", "mlp", layer, None, mlp))
+            if routed:  # a mixture of experts: one part per expert (zero where the router did not pick it)
+                h = moe.hooks(layer)
+                per = moe.expert_outputs(model, layer, store[h["input"]], store[h["weights"]]).float().cpu()
+                head_rows += [(f"L{layer}E{e}", "expert", layer, None, per[e]) for e in range(per.shape[0])]
+            else:
+                head_rows.append((f"L{layer}.mlp", "mlp", layer, None, mlp))
             layer_rows.append((f"L{layer}.mlp", "mlp", layer, mlp))
     str_tokens = model.to_str_tokens(toks)
     resid = store[f"blocks.{model.n_layers - 1}.hook_resid_post"]
@@ -110,8 +135,8 @@ def _decomposition(model, toks, pos, store, learned_pos) -> Decomposition:
 
 @dataclass(repr=False)
 class Decomposition(Result):
-    labels: list[str]  # head level: embed, [pos_embed], L{l}H{h}..., [L{l}.b_O], L{l}.mlp
-    kinds: list[str]  # embed | pos_embed | head | attn_bias | mlp
+    labels: list[str]  # head level: embed, [pos_embed], L{l}H{h}..., [L{l}.b_O], L{l}.mlp or L{l}E{e}...
+    kinds: list[str]  # embed | pos_embed | head | attn_bias | mlp | expert
     layers: list[int | None]
     heads: list[int | None]
     parts: torch.Tensor  # [n_parts, d_model]
@@ -183,7 +208,7 @@ class Decomposition(Result):
 
 
 _COLORS = {"embed": "tab:green", "pos_embed": "tab:olive", "attn": "tab:blue", "head": "tab:blue",
-           "attn_bias": "tab:cyan", "mlp": "tab:orange", "remainder": "tab:gray"}
+           "attn_bias": "tab:cyan", "mlp": "tab:orange", "expert": "tab:orange", "remainder": "tab:gray"}
 
 
 def _component_ticks(ax, labels: list[str]) -> None:
@@ -363,6 +388,13 @@ class DLAResult(Result):
         ax.set_title(f"direct logit attribution ({self.decomposition.source}): total {self.model_value:.2f}",
                      fontsize=10)
         return save_fig(fig, out)
+
+    def view(self):
+        """Interactive view: the per-head heatmap and the per-layer bars with hover values, the embedding's
+        direct path marked."""
+        from .attribution_view import dla_view
+
+        return dla_view(self)
 
     def plot_heads(self, *, out=None):
         """Heatmap layer x head of each head's direct contribution (diverging, centred at 0)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import torch
 
+from ..core import arch
 from ..core.cache import activation_grads
 from .metrics import PairBatch, bind_metric, make_pairs
 from .patching import (
@@ -115,9 +116,9 @@ def _qk_effects(model, over, layer, acts, grads, source, cols, last) -> torch.Te
     q_src, k_src = source[qn].double(), source[kn].double()
     n_heads, n_groups = q.shape[2], k.shape[2]
     per = n_heads // n_groups
-    scale = q.shape[-1] ** -0.5
+    scale = arch.attn_scale(model)
     n = q.shape[1]
-    causal = torch.tril(torch.ones(n, n, dtype=torch.bool))
+    causal = arch.attention_mask(model, layer, n)  # causal, and the sliding window on Gemma's local layers
 
     def probs(qq, kk):  # [b, p, H, d], [b, p, G, d] -> [b, H, t, s]
         scores = torch.einsum("bthd,bshd->bhts", qq, kk.repeat_interleave(per, dim=2)) * scale

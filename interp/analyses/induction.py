@@ -50,9 +50,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..core import arch
 from ..core.corpus import wiki_documents
+from ..core.hooks import capture
 from ..core.inputs import check_int
 from ..core.results import Result, jsonable, new_figure, save_fig
+from .induction_view import induction_view
 
 SCORES = ["induction_score", "prefix_matching_score", "previous_token_score",
           "duplicate_token_score", "copying_score"]
@@ -123,10 +126,12 @@ def attention_patterns(model, tokens: torch.Tensor, *, logits: bool = False):
     """One forward capturing only the attention patterns.
     Returns a list over layers of [batch, n_heads, q_pos, k_pos] (and the logits if asked)."""
     names = pattern_names(model)
-    out = model.cache(tokens, names, logits=logits)
-    logit_t, cache = out if logits else (None, out)
-    patterns = [cache[n] for n in names]
-    return (patterns, logit_t) if logits else patterns
+    if not logits:  # stop after the last layer's pattern: the unembedding (262k columns on Gemma) is skipped
+        cache, _ = capture(model, tokens, names, keep=lambda n, t: t.detach().to("cpu", torch.float32), stop=True,
+                           description="attention patterns")
+        return [cache[n] for n in names]
+    logit_t, cache = model.cache(tokens, names, logits=True)
+    return [cache[n] for n in names], logit_t
 
 
 def stripe_score(patterns: list[torch.Tensor], offset: int, first_query: int) -> torch.Tensor:
@@ -190,7 +195,8 @@ def half_losses(loss_by_pos: torch.Tensor, seq_len: int) -> tuple[float, float]:
 
 def copying_score(model) -> torch.Tensor:
     """OV eigenvalue ratio sum(lambda) / sum(|lambda|) of W_E W_V W_O W_U per head,
-    norm scales folded in (ln1 into W_V, ln_final into W_U). -> [n_layers, n_heads]"""
+    norm scales folded in (ln1 into W_V, any post-attention norm into W_O, ln_final into W_U; their 1/rms
+    factors are positive scalars, which leave the ratio unchanged). -> [n_layers, n_heads]"""
     W_U = model.W_U  # [d_model, vocab]
     lnf = model.final_norm_weight()
     if lnf is not None:
@@ -205,6 +211,9 @@ def copying_score(model) -> torch.Tensor:
         ln1 = model.norm_weight(layer, "ln1")
         if ln1 is not None:
             W_V = ln1[None, :, None] * W_V
+        post = arch.post_norm_gain(model, layer, "attn")  # Gemma: the head's write is normed again
+        if post is not None:
+            W_O = W_O * post
         for head in range(model.n_heads):
             lam = torch.linalg.eigvals((W_O[head] @ UE @ W_V[head // group]).double())
             out[layer, head] = float(lam.sum().real / lam.abs().sum().clamp_min(1e-30))
@@ -289,6 +298,10 @@ class InductionScan(Result):
                 "seed": self.seed, "token_range": self.token_range, "loss_first_half": self.loss_first_half,
                 "loss_repeated_half": self.loss_repeated_half, "loss_by_pos": jsonable(self.loss_by_pos),
                 "heads": heads, "seconds": self.seconds}
+
+    def view(self):
+        """Interactive heatmaps (layer x head) of every score, with hover values."""
+        return induction_view(self)
 
     def plot(self, *, out=None, n_patterns: int = 3):
         """Heatmaps (layers x heads) of each score, the per-position loss, and the

@@ -135,6 +135,13 @@ def logit_lens(model, text, *, targets=None, k: int = 5, positions=None) -> Logi
     """Logit lens of ``text`` (string, BOS prepended, or token tensor) at ``positions`` (int, list, or None for
     every position) over the n_layers+1 residuals. ``targets``: a string / token id or a list of them (the target
     policy of :func:`interp.core.inputs.target_id`: a multi-token string is scored by its first token)."""
+    return run_lens(model, text, targets=targets, k=k, positions=positions)
+
+
+def run_lens(model, text, *, targets=None, k: int = 5, positions=None, translate=None) -> LogitLensResult:
+    """The lens machinery shared by the logit and the tuned lens: ``translate`` (None: the logit lens) maps the
+    stacked residuals [n_layers, P, d_model] to what goes through the final norm (the tuned lens's translators);
+    the final row is the model's own output either way, and the result is marked ``tuned`` when translated."""
     toks = one_text(model, text)
     n = toks.shape[1]
     pos = check_positions(positions, n)
@@ -145,6 +152,8 @@ def logit_lens(model, text, *, targets=None, k: int = 5, positions=None) -> Logi
     idx = torch.tensor(pos)
     store, logits = capture(model, toks, names, keep=_rows_at(model, idx))
     resid = torch.stack([store[nm] for nm in names])  # [n_layers, P, d_model]
+    if translate is not None:
+        resid = translate(resid)
     normed = model.final_norm(resid.reshape(-1, model.d_model))
     stats = lens_stats(model, normed, k, ids, final_logits=logits[0].index_select(0, idx.to(logits.device)))
     L1, P = model.n_layers + 1, len(pos)
@@ -155,7 +164,7 @@ def logit_lens(model, text, *, targets=None, k: int = 5, positions=None) -> Logi
                            target_logits=shaped["target_logits"], target_probs=shaped["target_probs"],
                            target_ranks=shaped["target_ranks"], n_layers=model.n_layers,
                            source=getattr(model, "source", ""), decode=lambda i: decode(model, i),
-                           scored_tokens=[t.token for t in tgts])
+                           scored_tokens=[t.token for t in tgts], tuned=translate is not None)
 
 
 def _rows_at(model, pos_index: torch.Tensor):
@@ -189,12 +198,18 @@ class LogitLensResult(Result):
     # text of the token actually scored per target (differs from the label when a multi-token string is scored
     # by its first token); None -> the labels
     scored_tokens: list[str] | None = None
+    tuned: bool = False  # rows 0..n_layers-1 read through a tuned lens's translators (interp.tuned_lens)
 
     def __post_init__(self):
         if self.scored_tokens is None:
             self.scored_tokens = list(self.targets)
 
     # -------------------------------------------------------------------------------------- access
+    @property
+    def kind(self) -> str:
+        """"tuned" or "logit": which lens read the rows below the final one."""
+        return "tuned" if self.tuned else "logit"
+
     @property
     def labels(self) -> list[str]:
         return layer_labels(self.n_layers)
@@ -278,7 +293,7 @@ class LogitLensResult(Result):
 
     def summary(self) -> str:
         last = self.positions[-1]
-        s = (f"logit lens over {self.n_layers + 1} residuals x {len(self.positions)} positions"
+        s = (f"{self.kind} lens over {self.n_layers + 1} residuals x {len(self.positions)} positions"
              f" ({self.source}); final top-1 at {self.str_tokens[last]!r}: {self.top(-1, last)[0][0]!r}")
         for j, t in enumerate(self.targets):
             row = self.first_top1(t, last, stable=True)
@@ -289,8 +304,8 @@ class LogitLensResult(Result):
     def to_json(self) -> dict:
         """Top-k per (row, position) and each target's curves at the last analysed position; every target names
         the token actually scored (``scored_token``)."""
-        out = {"result": type(self).__name__, "summary": self.summary(), "tokens": self.str_tokens,
-               "positions": self.positions, "layers": self.labels,
+        out = {"result": type(self).__name__, "lens": self.kind, "summary": self.summary(),
+               "tokens": self.str_tokens, "positions": self.positions, "layers": self.labels,
                "top": [[[{"token": tok, "prob": p} for tok, p in self.top(r, pos)] for pos in self.positions]
                        for r in range(self.n_layers + 1)],
                "scored_tokens": list(self.scored_tokens), "targets": {}}
@@ -326,9 +341,16 @@ class LogitLensResult(Result):
         ax.set_yticks(range(0, L1, step), [self.labels[i] for i in range(0, L1, step)], fontsize=8)
         ax.set_xlabel("input position (the lens predicts the NEXT token)")
         ax.set_ylabel("residual (after i blocks)")
-        ax.set_title(f"logit lens: top-1 token and its probability ({self.source})", fontsize=10)
+        ax.set_title(f"{self.kind} lens: top-1 token and its probability ({self.source})", fontsize=10)
         fig.colorbar(im, ax=ax, label="top-1 probability", fraction=0.04)
         return save_fig(fig, out)
+
+    def view(self, *, positions=None, max_bytes=None):
+        """Interactive view: the lens table (hover a cell for its top-k) and each target's probability / rank
+        curve at a chosen position; ``positions`` narrows it."""
+        from .lens_view import lens_view
+
+        return lens_view(self, positions=positions, max_bytes=max_bytes)
 
     def plot_targets(self, *, out=None, pos: int = -1):
         """Each target's probability (log scale) and rank by lens row at ``pos``."""
@@ -345,8 +367,8 @@ class LogitLensResult(Result):
         ax_p.set_yscale("log")
         ax_p.set_ylabel("probability")
         ax_p.legend(fontsize=8)
-        ax_p.set_title(f"logit lens at position {self.positions[c]} ({self.str_tokens[self.positions[c]]!r})",
-                       fontsize=10)
+        ax_p.set_title(f"{self.kind} lens at position {self.positions[c]} "
+                       f"({self.str_tokens[self.positions[c]]!r})", fontsize=10)
         ax_r.set_yscale("log")
         ax_r.invert_yaxis()
         ax_r.set_ylabel("rank + 1 (1 = top-1)")

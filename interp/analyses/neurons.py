@@ -2,7 +2,9 @@
 
 A *neuron* is one coordinate of the hidden vector that multiplies the MLP's down projection,
 ``blocks.{layer}.mlp.hook_post``: ``act(gate) * up`` on gated MLPs (SmolLM2, Llama), ``act(pre)`` on GPT-2.
-Neuron ``n`` writes ``activation * W_out[:, n]`` into the residual stream (``model.mlp_out_matrix(layer)[:, n]``).
+Neuron ``n`` writes ``activation * W_out[:, n]`` into the residual stream (``model.mlp_out_matrix(layer)[:, n]``);
+on Gemma that sum passes through the post-MLP norm first, whose learned scale ``vocab`` folds in (its 1/rms is a
+positive factor shared by all neurons of a token).
 
 ``neurons(model, layer)`` returns a :class:`Neurons` view with
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..core import arch, moe
 from ..core.corpus import documents
 from ..core.hooks import capture
 from ..core.inputs import as_int, check_int, decode, one_text, target_id
@@ -81,6 +84,12 @@ class NeuronActivations(Result):
                 "str_tokens": list(self.str_tokens), "top": self.top(5),
                 "rows": jsonable(self.to_frame(neurons).to_dict(orient="records"))}
 
+    def view(self, neurons=None):
+        """Interactive view: the tokens coloured by each of ``neurons``' activation (default: the 5 top ones)."""
+        from .neurons_view import activations_view
+
+        return activations_view(self, neurons)
+
     def plot(self, neurons=None, *, out=None):
         """Activation over the tokens for ``neurons`` (default: the 5 top neurons on this text)."""
         shown = self.top(5) if neurons is None else ([neurons] if isinstance(neurons, int) else list(neurons))
@@ -108,6 +117,7 @@ class NeuronScan(Result):
     max_len: int = 128
     bos_token_id: int = 0
     _encoded: dict = field(default_factory=dict)
+    model: object = field(default=None, repr=False)  # for the view: activations in context, vocabulary projection
 
     @classmethod
     def from_state(cls, model, state: TopK, docs: Sequence, *, doc_offset: int = 0, max_len: int = 128):
@@ -121,7 +131,7 @@ class NeuronScan(Result):
                                  f"{doc_offset}..{doc_offset + len(docs) - 1}")
             table[i] = docs[j]
         return cls(state=state, docs=table, tokenizer=model.tokenizer, max_len=max_len,
-                   bos_token_id=model.bos_token_id)
+                   bos_token_id=model.bos_token_id, model=model)
 
     @property
     def layer(self) -> int:
@@ -200,6 +210,17 @@ class NeuronScan(Result):
         return {"result": type(self).__name__, "summary": self.summary(), "layer": st.layer, "k": st.k,
                 "docs": int(st.docs_seen.numel()), "tokens": st.n_tokens,
                 "rows": jsonable(self.to_frame(neurons).to_dict(orient="records"))}
+
+    def view(self, neurons=None, *, n: int = 8, before: int = 10, after: int = 3, vocab_k: int = 8):
+        """Interactive view of ``neurons`` (default: the ``n`` with the largest peak): each top-k context with every
+        token coloured by the neuron's activation there (one forward per document, stopped at this layer), beside
+        the neuron's vocabulary projection."""
+        from .neurons_view import scan_view
+
+        shown = self.top_neurons(n)["neuron"].tolist() if neurons is None else (
+            [neurons] if isinstance(neurons, int) else list(neurons))
+        probe = None if self.model is None else Neurons(self.model, self.layer)
+        return scan_view(self, shown, doc_ids=self._ids, probe=probe, before=before, after=after, vocab_k=vocab_k)
 
     def plot(self, n: int = 10, *, out=None):
         """The ``n`` neurons with the largest peak activation: their top-k activations, labelled with the top token."""
@@ -305,6 +326,10 @@ class Neurons:
     def __init__(self, model, layer: int):
         if model.d_mlp is None:
             raise ValueError(f"model {getattr(model, 'source', '')} has no MLP layers (attention-only)")
+        if moe.is_moe(model):  # mlp.hook_post is the block's output there, not a hidden vector
+            raise ValueError(f"layer {layer} of {model.source} is a routed mixture of {moe.n_experts(model)} "
+                             "experts, not one MLP; its neurons belong to each expert: use "
+                             "interp.experts.expert_neurons(model, layer, expert)")
         self.model = model
         self.layer = model.check_layer(layer)
         self.hook = f"blocks.{self.layer}.mlp.hook_post"
@@ -383,12 +408,17 @@ class Neurons:
         note = ("raw row @ W_U" if not apply_norm or m.norm is None else
                 "row * final RMSNorm scale @ W_U (1/rms omitted)" if m.norm == "rms" else
                 "(row - mean) * final LayerNorm scale @ W_U (1/std omitted)")
+        if apply_norm and arch.has_post_norms(m):
+            note = note.replace("row *", "row * post-MLP norm scale *", 1)
         return VocabProjection(layer=self.layer, neuron=n, promoted=promoted, suppressed=suppressed, note=note)
 
     def logit_effect(self, neuron: int, *, apply_norm: bool = True) -> torch.Tensor:
         """[d_vocab] direct effect on the logits of one unit of activation of ``neuron`` (see :meth:`vocab`)."""
         (n,) = self.check([neuron])
         w = self.model.mlp_out_matrix(self.layer)[:, n].detach().to("cpu", torch.float32)  # [d_model]
+        post = arch.post_norm_gain(self.model, self.layer, "mlp") if apply_norm else None
+        if post is not None:  # Gemma: the MLP's write is normed again before it joins the residual
+            w = w * post
         if apply_norm and self.model.norm is not None:
             if self.model.norm == "ln":
                 w = w - w.mean()

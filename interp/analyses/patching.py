@@ -410,6 +410,12 @@ class PatchingResult(Result):
                              f"({self.over}) vs {tuple(truth.values.shape)} ({truth.over})")
         return Comparison.of(self, truth, k)
 
+    def view(self):
+        """Interactive heatmap of ``plot()`` with hover values (normalised and raw)."""
+        from .trace_view import patching_view
+
+        return patching_view(self)
+
     def plot(self, *, out=None, title: str | None = None):
         """Heatmap of ``values``, diverging colours centred at 0, column labels (tokens, heads)."""
         fig = new_figure(figsize=(max(4.0, 0.45 * len(self.cols) + 2), max(3.0, 0.25 * len(self.rows) + 1.5)))

@@ -54,6 +54,7 @@ from pathlib import Path
 
 import torch
 
+from ..core import moe
 from ..core import paths as _paths
 from ..core.corpus import wiki_documents
 from ..core.inputs import check_int
@@ -278,6 +279,9 @@ def mlp_key_second_moment(model, layer: int, *, n_tokens: int | None = 100_000, 
     layer = model.check_layer(layer)
     if model.d_mlp is None:
         raise ValueError(f"model {model.source} has no MLP layers; key statistics need one")
+    if moe.is_moe(model):
+        raise ValueError(f"model {model.source} has routed mixture-of-experts MLPs; key statistics are defined for "
+                         "one dense MLP's hidden vector (mlp.hook_post is the block's output here)")
     check_int("n_tokens", n_tokens, 1, allow_none=True)
     check_int("batch_size", batch_size, 1)
     check_int("max_len", max_len, 2)
@@ -326,6 +330,66 @@ def mlp_key_second_moment(model, layer: int, *, n_tokens: int | None = 100_000, 
         state.save(path)
         remove_state(_partial_path(path))
     return state
+
+
+def mlp_key_second_moments(model, layers, *, n_tokens: int | None = 100_000, corpus="wiki", batch_size: int = 8,
+                           max_len: int = 128, cache: bool = True, progress: bool = True) -> dict[int, KeyStats]:
+    """:func:`mlp_key_second_moment` for several layers in one corpus scan -> ``{layer: KeyStats}``.
+
+    Layers already in the disk cache are read from it; the others share one scan (the forward stops after the
+    deepest of them), so k layers cost one pass instead of k. The batches, token policy, metadata and cache files
+    are the single-layer ones, so each result equals (bit for bit, same batches and the same float64 sums) what
+    ``mlp_key_second_moment(model, layer, ...)`` gives, and either function reads the other's cache. No partial
+    checkpoints: an interrupted multi-layer scan starts over."""
+    wanted = sorted({model.check_layer(layer) for layer in layers})
+    if not wanted:
+        raise ValueError("layers is empty; give at least one layer")
+    if model.d_mlp is None or moe.is_moe(model):
+        return {layer: mlp_key_second_moment(model, layer, n_tokens=n_tokens, corpus=corpus) for layer in wanted}
+    check_int("n_tokens", n_tokens, 1, allow_none=True)
+    check_int("batch_size", batch_size, 1)
+    check_int("max_len", max_len, 2)
+    docs, corpus_id = _select_documents(corpus, 0, None)
+    out, todo = {}, {}
+    for layer in wanted:
+        meta = request_meta(model, layer, corpus_id=corpus_id, n_tokens=n_tokens, offset=0, n_docs=None,
+                            max_len=max_len)
+        done = _try_load(cache_path(meta), meta) if cache else None
+        if done is not None:
+            out[layer] = done
+        else:
+            todo[layer] = KeyStats.empty(layer, model.d_mlp, meta, device=model.device_of(layer))
+    if todo:
+        acc = _LayerSet(todo)
+        t0 = time.perf_counter()
+        info = {}
+        scan(model, docs, acc, batch_size=batch_size, max_len=max_len, n_tokens=n_tokens, progress=progress,
+             desc=f"C at layers {sorted(todo)}", callback=info.update)
+        seconds = time.perf_counter() - t0
+        for layer, state in todo.items():
+            if state.count == 0:
+                raise ValueError(f"no tokens counted at layer {layer}: every document is empty after BOS")
+            state.meta.update(docs_consumed=info.get("docs_consumed"), seconds=seconds, count=state.count,
+                              tokens_per_s=state.count / max(seconds, 1e-9), layers_in_scan=sorted(todo),
+                              condition_number=state.condition_number())
+            if cache:
+                state.save(cache_path(state.meta))
+            out[layer] = state
+    return {layer: out[layer] for layer in wanted}
+
+
+class _LayerSet(Accumulator):
+    """Several layers' KeyStats filled by one scan (only what :func:`scan` needs: hook names and ``add``)."""
+
+    def __init__(self, states: dict[int, KeyStats]):
+        self.states = states
+        self.hook_names = [name for s in states.values() for name in s.hook_names]
+
+    def add(self, batch, acts: dict) -> None:
+        for state in self.states.values():
+            (name,) = state.hook_names
+            k = acts[name]
+            state.add_keys(k[batch.counted.to(k.device)])
 
 
 def request_meta(model, layer: int, *, corpus_id: str, n_tokens, offset: int, n_docs, max_len: int) -> dict:

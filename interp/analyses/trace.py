@@ -188,6 +188,12 @@ class TraceResult(Result):
         fig.tight_layout()
         return save_fig(fig, out)
 
+    def view(self, *, kinds=None, value: str = "prob"):
+        """Interactive heatmaps of ``plot()`` with hover values (``kinds``: a subset of the traced kinds)."""
+        from .trace_view import trace_view
+
+        return trace_view(self, kinds=kinds, value=value)
+
     def to_json(self) -> dict:
         """The CLI's --json document: the effects grid (null where not traced) and the peaks (the long table would
         repeat the tokens)."""

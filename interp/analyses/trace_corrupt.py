@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ..core import arch
 from ..core.caches import model_cache
 from ..core.corpus import wiki_documents
 from ..core.hooks import capture
@@ -181,7 +182,9 @@ def embedding_std(model, n_titles: int = 1000) -> float:
         try:
             titles = [d.title for d in wiki_documents(n=n_titles)]
         except FileNotFoundError:
-            memo.update(n_titles=n_titles, std=float(model.W_E.std()), basis="std of W_E entries")
+            # hook_embed is the scaled table (Gemma: x sqrt(d_model)), so the fallback scales W_E the same way
+            memo.update(n_titles=n_titles, std=float(model.W_E.std()) * arch.embed_scale(model),
+                        basis="std of W_E entries x the embedding scale")
             return memo["std"]
         ids = torch.tensor([i for t in titles for i in model.encode(t, prepend_bos=False)])[None, : model.n_ctx]
         store, _ = capture(model, ids, ["hook_embed"], stop=True, description="embedding_std")

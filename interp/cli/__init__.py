@@ -16,13 +16,26 @@ import sys
 import torch
 
 from ..core.results import jsonable
-from . import attention, attribution, dist, edit, induction, lens, neurons, patch, reproduce, trace
+from . import (
+    attention,
+    attribution,
+    dist,
+    edit,
+    induction,
+    lens,
+    neurons,
+    patch,
+    reproduce,
+    trace,
+    tuned_lens,
+)
 from .common import add_common, load_model, section
 
 __all__ = ["main", "build_parser", "add_common", "load_model", "section", "COMMAND_MODULES"]
 
 # The command groups, in the order their subcommands appear in --help.
-COMMAND_MODULES = [lens, attribution, attention, neurons, induction, reproduce, trace, edit, dist, patch]
+COMMAND_MODULES = [lens, tuned_lens, attribution, attention, neurons, induction, reproduce, trace, edit, dist,
+                   patch]
 ANALYZER_MODULES = [m.__name__ for m in COMMAND_MODULES]
 _jsonable = jsonable  # the name earlier releases exported
 

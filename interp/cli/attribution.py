@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..analyses.attribution import DLAResult, direct_logit_attribution
-from .common import add_common, load_model, section
+from .common import add_common, add_html, html_path, load_model, save_view, section
 from .lens import PROMPT
 
 
@@ -20,6 +20,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--pos", type=int, default=-1, help="position whose next-token logit is attributed")
     p.add_argument("--top", type=int, default=10, help="components to list (default 10)")
     p.add_argument("--out", default=None, help="save the bar plot as this PNG (and heads as <stem>_heads.png)")
+    add_html(p, "the per-head heatmap and per-layer bars")
     add_common(p)
     p.set_defaults(func=cli_dla)
 
@@ -29,6 +30,7 @@ def cli_dla(args, model=None) -> dict:
     # A bad flag must not cost a model load first.
     if isinstance(args.top, bool) or not isinstance(args.top, int) or args.top < 1:
         raise ValueError(f"--top {args.top}: allowed >= 1")
+    html = html_path(args)
     if model is None:
         model = load_model(args)
     res = direct_logit_attribution(model, args.text, args.token, args.baseline, pos=args.pos)
@@ -41,7 +43,7 @@ def cli_dla(args, model=None) -> dict:
         res.plot_heads(out=heads)
         data["figures"] = [str(out), str(heads)]
     data["_text"] = text_report(res, args.top)
-    return data
+    return save_view(res, html, data)
 
 
 def text_report(res: DLAResult, n: int) -> str:

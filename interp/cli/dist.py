@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--nproc", type=int, default=None,
                        help="start this many local ranks (torchrun --standalone); omit when launched by torchrun")
         q.add_argument("--backend", choices=["gloo", "nccl"], default=None, help="default: nccl with CUDA, else gloo")
-        q.add_argument("--model", default=None, help="model source (default: the embedded SmolLM2)")
+        q.add_argument("--model", default=None,
+                       help="model: a short name (e.g. gemma3-270m), a folder, a .gguf or a hub name (default: SmolLM2)")
         q.add_argument("--batch-size", type=int, default=8)
         q.add_argument("--max-len", type=int, default=128, help="tokens per document incl. BOS")
         q.add_argument("--out", default=None, help="output safetensors file (rank 0 writes it)")

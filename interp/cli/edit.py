@@ -1,24 +1,31 @@
-"""``interp edit`` (one ROME edit, completions before and after) and ``interp eval-edits`` (the CounterFact-style
-evaluation of ROME or FT-L), their text reports, and the ROME demo section."""
+"""``interp edit`` (one ROME / FT-L / MEMIT edit, or every record of a file; completions before and after) and
+``interp eval-edits`` (the CounterFact-style evaluation of ROME, FT-L or MEMIT, one record or a batch at a time),
+their text reports, and the ROME demo section."""
 
 from __future__ import annotations
 
 import json
 import random
+import types
 
 import pandas as pd
 import torch
 
 from ..core.generation import sample_text
 from ..core.inputs import check_int
-from ..editing.evaluate import DEMO_PROMPTS, compare_completions, evaluate
-from ..editing.facts import check_prompt, check_target, load_records
-from ..editing.ft import FT_DEFAULTS
+from ..editing.compare import compare_edit
+from ..editing.eval_measure import measure_probs
+from ..editing.evaluate import DEMO_PROMPTS, EDITORS, compare_completions, evaluate
+from ..editing.facts import check_prompt, check_target, load_records, records_file
+from ..editing.ft import FT_DEFAULTS, ft_edit
+from ..editing.memit import memit_edit
+from ..editing.memit_solve import MemitHparams
 from ..editing.rome import RomeHparams, default_layer, edit
-from .common import add_common, load_model, section
+from .common import add_common, add_html, html_path, load_model, save_view, section
 
 def add_cli(subparsers) -> None:
-    p = subparsers.add_parser("edit", help="rewrite one fact with ROME; print completions before and after")
+    p = subparsers.add_parser("edit", help="rewrite one fact (or every record of --records) with ROME, FT-L or "
+                                           "MEMIT; print completions before and after")
     p.add_argument("--prompt", default="{} is located in the city of", help="template with {} for the subject")
     p.add_argument("--subject", default="The Eiffel Tower")
     p.add_argument("--target", default=" Rome", help="new continuation, with its leading space")
@@ -27,11 +34,18 @@ def add_cli(subparsers) -> None:
     p.add_argument("--also", action="append", default=[], metavar="TEXT",
                    help="another prompt to complete before/after (repeatable)")
     p.add_argument("--tokens", type=int, default=8, help="tokens per completion")
-    p.add_argument("--save", default=None, metavar="FILE", help="write FILE.safetensors + FILE.json")
+    p.add_argument("--editor", choices=list(EDITORS), default="rome")
+    p.add_argument("--records", default=None, metavar="FILE",
+                   help="edit every record of this JSON-lines file instead of --prompt/--subject/--target (MEMIT: "
+                        "in one batch; ROME / FT-L: one after another)")
+    p.add_argument("--save", default=None, metavar="FILE",
+                   help="write FILE.safetensors + FILE.json (ROME or MEMIT; ROME with --records: FILE_<i> per edit)")
     p.add_argument("--mom2-tokens", type=int, default=RomeHparams.mom2_n_tokens,
                    help="Wikipedia tokens for the key statistics C (cached on disk)")
     p.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a ROME hyperparameter (JSON value), e.g. kl_factor=0.1 (repeatable)")
+                   help="override a hyperparameter of --editor (JSON value), e.g. kl_factor=0.1 (repeatable)")
+    add_html(p, "completions and target probabilities before / after (paraphrase and neighbourhood prompts "
+                "from the fact records when the subject and prompt are one of them)")
     add_common(p)
     p.set_defaults(func=cli_edit)
 
@@ -41,10 +55,14 @@ def add_cli(subparsers) -> None:
     p.add_argument("--sample", type=int, default=None, metavar="N",
                    help="a random subset of N records (drawn with --sample-seed, kept in file order)")
     p.add_argument("--sample-seed", type=int, default=0)
-    p.add_argument("--editor", choices=["rome", "ft"], default="rome")
-    p.add_argument("--baseline", choices=["ft", "rome", "none"], default="none",
+    p.add_argument("--editor", choices=list(EDITORS), default="rome")
+    p.add_argument("--batch-size", type=int, default=1, metavar="N",
+                   help="edit N records together (MEMIT in one call, ROME / FT-L one after another) and score them "
+                        "with the whole batch applied (default 1: one record at a time)")
+    p.add_argument("--baseline", choices=[*EDITORS, "none"], default="none",
                    help="also evaluate this editor on the same records (reported under 'baseline')")
-    p.add_argument("--records", default=None, metavar="FILE", help="JSON-lines records (default data/facts.jsonl)")
+    p.add_argument("--records", default=None, metavar="FILE",
+                   help="JSON-lines records (default: the model's, data/facts.jsonl or data/facts_gemma.jsonl)")
     p.add_argument("--layer", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--gen-tokens", type=int, default=40, help="tokens per generation sample (entropy)")
@@ -53,6 +71,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--no-lens", action="store_true", help="skip the logit lens before/after")
     p.add_argument("--out", default=None, metavar="PNG", help="save the before/after plot")
     p.add_argument("--csv", default=None, metavar="FILE", help="save the per-record table")
+    add_html(p, "the per-record table")
     p.add_argument("--mom2-tokens", type=int, default=RomeHparams.mom2_n_tokens,
                    help="Wikipedia tokens for the key statistics C (cached on disk)")
     p.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE",
@@ -81,15 +100,43 @@ def _check_ft_hparams(hparams: dict) -> None:
         raise ValueError(f"unknown FT-L hyperparameter(s) {bad}; allowed: {sorted(FT_DEFAULTS)}")
 
 
+def editor_hparams(editor: str, mom2_tokens: int, extra: dict) -> dict:
+    """The keyword overrides ``editor`` gets from the flags, checked (ValueError) before any model loads."""
+    if editor == "rome":
+        hp = {"mom2_n_tokens": mom2_tokens, **extra}
+        RomeHparams.make(**hp)
+    elif editor == "memit":
+        hp = {"mom2_n_tokens": mom2_tokens, **extra}
+        MemitHparams.make(**{k: v for k, v in hp.items() if k != "layers"})
+    elif editor == "ft":
+        hp = dict(extra)
+        _check_ft_hparams(hp)
+    else:
+        raise ValueError(f"editor {editor!r} not known; allowed: {', '.join(EDITORS)}")
+    return hp
+
+
 def cli_edit(args, model=None) -> dict:
     """Handler of ``interp edit``; ``model`` lets tests and notebooks pass a model they already hold."""
     # An edit loads the model and may collect key statistics: every flag is checked before either.
     check_int("--tokens", args.tokens, 1)
     check_int("--mom2-tokens", args.mom2_tokens, 1)
+    editor = getattr(args, "editor", "rome")
+    hp = editor_hparams(editor, args.mom2_tokens, parse_hparams(getattr(args, "hparam", [])))
+    if args.save and editor == "ft":
+        raise ValueError("--save: FT-L edits have no file format (ROME and MEMIT edits do); drop --save or use "
+                         "--editor rome|memit")
+    if getattr(args, "records", None) or editor != "rome":
+        facts = load_records(args.records) if getattr(args, "records", None) else None
+        if facts is None:
+            check_prompt(args.prompt, args.subject)
+            check_target(args.target)
+        if html_path(args) is not None:
+            raise ValueError("--html shows one ROME edit; drop --html, or --records / --editor")
+        return edit_records(model or load_model(args), args, editor, hp, facts)
     check_prompt(args.prompt, args.subject)
     check_target(args.target)
-    hp = {"mom2_n_tokens": args.mom2_tokens, **parse_hparams(getattr(args, "hparam", []))}
-    RomeHparams.make(**hp)
+    html = html_path(args)
     model = model or load_model(args)
     prompts = [args.prompt.replace("{}", args.subject)] + list(args.also)
     before = sample_text(model, prompts, args.tokens, greedy=True)
@@ -97,10 +144,80 @@ def cli_edit(args, model=None) -> dict:
     try:
         after = sample_text(model, prompts, args.tokens, greedy=True)
         saved = str(e.save(args.save)) if args.save else None
+        report = None
+        if html is not None:
+            rec = record_for(args.prompt, args.subject, model)
+            report = compare_edit(model, e, paraphrases=rec.paraphrase_prompts if rec else (),
+                                  neighbours=rec.neighborhood_prompts if rec else (), prompts=prompts,
+                                  n_tokens=args.tokens)
     finally:
         e.revert()
     completions = [{"prompt": p, "before": b, "after": a} for p, b, a in zip(prompts, before, after)]
-    return {**e.to_json(), "completions": completions, "saved": saved, "_text": edit_report(e, completions, saved)}
+    data = {**e.to_json(), "completions": completions, "saved": saved, "_text": edit_report(e, completions, saved)}
+    return save_view(report, html, data) if report is not None else data
+
+
+def edit_records(model, args, editor: str, hp: dict, facts=None) -> dict:
+    """``interp edit`` with ``--records`` or another editor than ROME: edit every fact (MEMIT in one call, ROME /
+    FT-L one after another), print completions and P(target_new) / P(target_true) on each rewrite prompt before
+    and after, save (``--save``), revert everything."""
+    requests = ([{"prompt": f.prompt, "subject": f.subject, "target_new": f.target_new, "text": f.text,
+                  "target_true": f.target_true} for f in facts] if facts else
+                [{"prompt": args.prompt, "subject": args.subject, "target_new": args.target,
+                  "text": args.prompt.replace("{}", args.subject), "target_true": None}])
+    prompts = [r["text"] for r in requests] + list(args.also)
+    probe = [types.SimpleNamespace(text=r["text"], paraphrase_prompts=(), neighborhood_prompts=(), extra={},
+                                   target_new=r["target_new"], target_true=r["target_true"] or r["target_new"])
+             for r in requests]
+    before = sample_text(model, prompts, args.tokens, greedy=True)
+    p_before = measure_probs(model, probe)
+    handles, saved = [], []
+    try:
+        if editor == "memit":
+            hp = dict(hp)
+            handles.append(memit_edit(model, [{k: r[k] for k in ("prompt", "subject", "target_new", "target_true")}
+                                              for r in requests], hp.pop("layers", None), seed=args.seed,
+                                      progress=True, **hp))
+        else:
+            fn = edit if editor == "rome" else ft_edit
+            for r in requests:
+                handles.append(fn(model, r["prompt"], r["subject"], r["target_new"], args.layer, seed=args.seed,
+                                  progress=True, **hp))
+        after = sample_text(model, prompts, args.tokens, greedy=True)
+        p_after = measure_probs(model, probe)
+        if args.save:
+            saved = [str(h.save(args.save if len(handles) == 1 else f"{args.save}_{i}"))
+                     for i, h in enumerate(handles)]
+    finally:
+        for h in reversed(handles):
+            h.revert()
+    completions = [{"prompt": p, "before": b, "after": a} for p, b, a in zip(prompts, before, after)]
+    probs = []
+    for r, pb, pa in zip(requests, p_before, p_after):
+        (nb, tb), (na, ta) = pb["probs"]["rewrite"][0].tolist(), pa["probs"]["rewrite"][0].tolist()
+        probs.append({"prompt": r["text"], "target_new": r["target_new"], "target_true": r["target_true"],
+                      "p_new_before": nb, "p_new_after": na,
+                      **({"p_true_before": tb, "p_true_after": ta} if r["target_true"] else {})})
+    lines = [h.summary() for h in handles]
+    for c, p in zip(completions, probs + [None] * len(args.also)):
+        lines.append(f"  {c['prompt']!r}\n    before: {c['before']!r}\n    after:  {c['after']!r}")
+        if p is not None:
+            true = (f", P({p['target_true'].strip()}) {p['p_true_before']:.3f} -> {p['p_true_after']:.3f}"
+                    if p["target_true"] else "")
+            lines.append(f"    P({p['target_new'].strip()}) {p['p_new_before']:.3f} -> {p['p_new_after']:.3f}{true}")
+    if saved:
+        lines.append("saved to " + ", ".join(saved) + " (+ .json)")
+    return {"editor": editor, "n_edits": len(handles), "edits": [h.summary() for h in handles],
+            "completions": completions, "probabilities": probs, "saved": saved or None, "_text": "\n".join(lines)}
+
+
+def record_for(prompt: str, subject: str, model=None):
+    """The fact record with this prompt template and subject (its paraphrases and neighbours), or None."""
+    try:
+        records = load_records(model=model)
+    except FileNotFoundError:  # an installed package without the records file
+        return None
+    return next((r for r in records if r.prompt == prompt and r.subject == subject), None)
 
 
 def edit_report(e, completions: list[dict], saved: str | None) -> str:
@@ -113,7 +230,8 @@ def edit_report(e, completions: list[dict], saved: str | None) -> str:
 
 def _select_records(args) -> list:
     split = None if args.split == "all" else args.split
-    records = load_records(args.records, split=split)
+    records = load_records(args.records, split=split,
+                           model=getattr(args, "source", None) or getattr(args, "model_option", None))
     if args.n is not None:
         check_int("--n", args.n, 1)
         records = records[: args.n]
@@ -130,24 +248,21 @@ def cli_eval_edits(args, model=None) -> dict:
     records = _select_records(args)
     check_int("--gen-tokens", args.gen_tokens, 1)
     check_int("--mom2-tokens", args.mom2_tokens, 1)
-    extra = parse_hparams(getattr(args, "hparam", []))
-    hp = {"mom2_n_tokens": args.mom2_tokens}
-    hparams = {**hp, **extra} if args.editor == "rome" else extra
-    for name, given in ((args.editor, hparams), (args.baseline, hp if args.baseline == "rome" else {})):
-        if name == "rome":
-            RomeHparams.make(**given)
-        elif name == "ft":
-            _check_ft_hparams(given)
+    batch_size = getattr(args, "batch_size", 1)
+    check_int("--batch-size", batch_size, 1)
+    hparams = editor_hparams(args.editor, args.mom2_tokens, parse_hparams(getattr(args, "hparam", [])))
+    base_hp = (editor_hparams(args.baseline, args.mom2_tokens, {}) if args.baseline in ("rome", "memit") else None)
+    html = html_path(args)
     model = model or load_model(args)
     res = evaluate(model, records, args.editor, layer=args.layer, seed=args.seed, hparams=hparams,
-                   baseline_hparams=hp if args.baseline == "rome" else None,
+                   batch_size=batch_size, baseline_hparams=base_hp,
                    baseline=None if args.baseline == "none" else args.baseline,
                    generation=not args.no_generation, gen_tokens=args.gen_tokens, drift=not args.no_drift,
                    lens=not getattr(args, "no_lens", False), progress=True)
     out = res.to_json()
     out["split"] = args.split
     out["case_ids"] = [r.case_id for r in records]
-    out["records"] = str(args.records or "data/facts.jsonl")
+    out["records"] = str(args.records or f"data/{records_file(getattr(args, 'source', None))}")
     if args.out:
         res.plot(out=args.out)
         out["plot"] = args.out
@@ -157,8 +272,10 @@ def cli_eval_edits(args, model=None) -> dict:
         table.insert(0, "editor", table.pop("editor"))
         table.to_csv(args.csv)
         out["csv"] = args.csv
-    out["_text"] = f"{len(records)} records ({args.split}), {out['seconds']:.0f} s\n{res.table().to_string()}"
-    return out
+    out["batch_size"] = batch_size
+    out["_text"] = (f"{len(records)} records ({args.split}), batch size {batch_size}, {out['seconds']:.0f} s\n"
+                    f"{res.table().to_string()}")
+    return save_view(res, html, out)
 
 
 def demo(model) -> None:

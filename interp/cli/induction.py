@@ -7,7 +7,7 @@ import time
 
 from ..analyses.induction import ablation_check, icl_score, induction_heads
 from ..core.inputs import check_int
-from .common import add_common, load_model, section
+from .common import add_common, add_html, html_path, load_model, save_view, section
 
 
 def add_cli(subparsers) -> None:
@@ -22,6 +22,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--mode", choices=["mean", "zero"], default="mean", help="ablation of the head output z")
     p.add_argument("--icl-docs", type=int, default=100, help="Wikipedia summaries for the ICL score")
     p.add_argument("--no-icl", action="store_true", help="skip the ICL score")
+    add_html(p, "every head's scores as heatmaps")
     p.set_defaults(func=cli_induction)
 
 
@@ -30,6 +31,7 @@ def cli_induction(args) -> dict:
     for flag, value, lo in (("--top", args.top, 1), ("--seq-len", args.seq_len, 2), ("--batch", args.batch, 1),
                             ("--k", args.k, 1), ("--n-random", args.n_random, 1), ("--icl-docs", args.icl_docs, 1)):
         check_int(flag, value, lo)
+    html = html_path(args)
     model = load_model(args)
     t0 = time.perf_counter()
     scan = induction_heads(model, seq_len=args.seq_len, batch=args.batch, seed=args.seed)
@@ -45,7 +47,7 @@ def cli_induction(args) -> dict:
                     "Wikipedia summaries)")
     out["seconds"] = time.perf_counter() - t0
     out["_text"] = "\n".join(text)
-    return out
+    return save_view(scan, html, out)
 
 
 def demo(model) -> None:

@@ -1,18 +1,20 @@
-"""``interp lens``: the logit lens of one text, its text report, and its demo section."""
+"""``interp lens``: the logit lens (or, with ``--tuned``, the tuned lens) of one text, its text report, and its demo
+section."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..analyses.lens import LogitLensResult, logit_lens
+from ..analyses.tuned_lens import tensor_path, tuned_lens
 from ..core.inputs import check_int
-from .common import add_common, load_model, section
+from .common import add_common, add_html, html_path, load_model, save_view, section
 
 PROMPT = "The Eiffel Tower is located in the city of"
 
 
 def add_cli(subparsers) -> None:
-    p = subparsers.add_parser("lens", help="logit lens: each layer's next-token guess (and targets' rank)")
+    p = subparsers.add_parser("lens", help="logit lens (--tuned: tuned lens): each layer's next-token guess")
     p.add_argument("text", help="text to analyse (BOS is prepended)")
     p.add_argument("--target", action="append", default=None,
                    help="target continuation, e.g. ' Paris' (repeatable; a multi-token target is scored by its "
@@ -21,6 +23,11 @@ def add_cli(subparsers) -> None:
     p.add_argument("--pos", type=int, action="append", default=None,
                    help="position(s) to analyse (repeatable; default: all)")
     p.add_argument("--out", default=None, help="save the heatmap as this PNG (and targets as <stem>_targets.png)")
+    p.add_argument("--tuned", action="store_true",
+                   help="read the layers through the tuned lens cached for this model (see `interp train-lens`)")
+    p.add_argument("--lens", default=None, metavar="FILE",
+                   help="with --tuned: this saved tuned lens (.safetensors) instead of the newest cached one")
+    add_html(p, "the lens table and target curves")
     add_common(p)
     p.set_defaults(func=cli_lens)
 
@@ -30,9 +37,19 @@ def cli_lens(args, model=None) -> dict:
     # A bad flag must not cost a model load first; the upper bound of --k is the vocabulary size, so logit_lens
     # checks that once the model is there.
     check_int("--k", args.k, 1)
+    tuned = getattr(args, "tuned", False)
+    if getattr(args, "lens", None):
+        if not tuned:
+            raise ValueError(f"--lens {args.lens}: a lens file is read only with --tuned")
+        if not tensor_path(args.lens).exists():
+            raise FileNotFoundError(f"--lens {args.lens}: no such tuned lens file")
+    html = html_path(args)
     if model is None:
         model = load_model(args)
-    res = logit_lens(model, args.text, targets=args.target, k=args.k, positions=args.pos)
+    if tuned:
+        res = tuned_lens(model, args.text, targets=args.target, k=args.k, positions=args.pos, lens=args.lens)
+    else:
+        res = logit_lens(model, args.text, targets=args.target, k=args.k, positions=args.pos)
     data = {"text": args.text, **res.to_json()}
     if args.out:
         res.plot(out=args.out)
@@ -43,7 +60,7 @@ def cli_lens(args, model=None) -> dict:
             res.plot_targets(out=tpath)
             data["figures"].append(str(tpath))
     data["_text"] = text_report(res)
-    return data
+    return save_view(res, html, data)
 
 
 def text_report(res: LogitLensResult) -> str:

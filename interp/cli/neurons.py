@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..analyses.neurons import DEFAULT_DOCS, neurons
 from ..core.inputs import check_int
-from .common import add_common, load_model, section
+from .common import add_common, add_html, html_path, load_model, save_view, section
 
 
 def add_cli(subparsers) -> None:
@@ -15,6 +15,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--k", type=int, default=5, help="contexts kept per neuron")
     p.add_argument("--neuron", type=int, action="append", default=None,
                    help="show this neuron (repeatable) instead of the top ones")
+    add_html(p, "the contexts coloured by activation, beside each neuron's vocabulary projection")
     add_common(p)  # --model, --device, --json
     p.set_defaults(func=cli_neurons)
 
@@ -27,6 +28,7 @@ def cli_neurons(args, model=None) -> dict:
     check_int("--k", args.k, 1)
     for n in args.neuron or ():
         check_int("--neuron", n, 0)
+    html = html_path(args)
     if model is None:
         model = load_model(args)
     view = neurons(model, args.layer)
@@ -44,7 +46,7 @@ def cli_neurons(args, model=None) -> dict:
         out.append(item)
         lines.append(f"N{n}: max {item['max_activation']:.2f}; promotes {item['promotes']}")
         lines += [f"    {c['activation']:7.2f}  {c['context']!r}  ({c['title']})" for c in item["contexts"]]
-    return {**res.to_json(ids), "_text": "\n".join(lines), "neurons": out}
+    return save_view(res, html, {**res.to_json(ids), "_text": "\n".join(lines), "neurons": out}, neurons=ids)
 
 
 DEMO_LAYER = 4  # early enough to scan in seconds on a CPU; its top neurons read digits and century ordinals

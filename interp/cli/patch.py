@@ -9,7 +9,7 @@ from ..analyses.metrics import kl_to_clean, logit_diff, prob
 from ..analyses.patching import DIRECTIONS, OVER, POSITION_WORDS, activation_patching
 from ..analyses.path_patching import path_patching
 from ..core.inputs import check_int
-from .common import add_common, load_model, section
+from .common import add_common, add_html, html_path, load_model, save_view, section
 
 METHODS = ("exhaustive", "atp", "path")
 DATASETS = ("ioi", "facts", "induction")
@@ -37,6 +37,7 @@ def add_cli(subparsers) -> None:
                    help="path patching: comma-separated q:L.H, k:L.H, v:L.H, mlp:L or final (default final)")
     p.add_argument("--top", type=int, default=10, help="rows in the text report (default 10)")
     p.add_argument("--out", default=None, help="save the figure as PNG")
+    add_html(p, "the grid with hover values")
     add_common(p)
     p.set_defaults(func=cli_patch)
 
@@ -137,6 +138,7 @@ def _metric(args):
 def cli_patch(args, model=None) -> dict:
     """``model`` lets tests pass a model they already hold instead of loading ``--model``."""
     parsed = check_args(args)
+    html = html_path(args)
     if model is None:
         model = load_model(args)
     clean, corrupted = _inputs(model, args)
@@ -155,7 +157,7 @@ def cli_patch(args, model=None) -> dict:
     if args.out:
         res.plot(out=args.out)
         text += f"\nfigure saved to {args.out}"
-    return {**res.to_json(), "out": args.out, "_text": text}
+    return save_view(res, html, {**res.to_json(), "out": args.out, "_text": text})
 
 
 def demo(model) -> None:

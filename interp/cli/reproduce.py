@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..analyses.induction_train import TrainConfig, reproduce
 from ..core.inputs import check_int
+from .common import add_html, html_path, save_view
 
 
 def add_cli(subparsers) -> None:
@@ -18,6 +19,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--seeds", type=int, default=1, help="repeat the 2-layer run over seeds 0..N-1")
     p.add_argument("--steps", type=int, default=None, help=f"training steps (default {TrainConfig.steps})")
     p.add_argument("--threads", type=int, default=1, help="torch threads (results depend on it; default 1)")
+    add_html(p, "the training runs' table")
     # No model to load, so not add_common: only --json applies.
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     p.set_defaults(func=cli_reproduce)
@@ -27,8 +29,10 @@ def cli_reproduce(args) -> dict:
     check_int("--seeds", args.seeds, 1)
     check_int("--steps", args.steps, 1, allow_none=True)
     check_int("--threads", args.threads, 1)
+    html = html_path(args)
     result = reproduce(args.out, layers=args.layers, seeds=args.seeds, steps=args.steps, threads=args.threads,
                        progress=True)
     files = ", ".join(Path(p).name for v in result.files.values()
                       for p in (v.values() if isinstance(v, dict) else [v]))
-    return {**result.to_json(), "_text": f"{result.summary()}\nfiles under {args.out}: {files}"}
+    text = f"{result.summary()}\nfiles under {args.out}: {files}"
+    return save_view(result, html, {**result.to_json(), "_text": text})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..analyses.trace import TraceResult, causal_trace, check_kinds
 from ..analyses.trace_corrupt import CORRUPTIONS, check_corruption, check_noise
 from ..core.inputs import check_int
-from .common import add_common, load_model, section
+from .common import add_common, add_html, html_path, load_model, save_view, section
 
 
 def add_cli(subparsers) -> None:
@@ -25,6 +25,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--noise", type=float, default=None, help="noise std (default 3x the subject embedding std)")
     p.add_argument("--kinds", default="resid,mlp,attn", help="comma-separated subset of resid,mlp,attn")
+    add_html(p, "the heatmaps with hover values")
     add_common(p)
     p.set_defaults(func=cli_trace)
 
@@ -39,6 +40,7 @@ def cli_trace(args, model=None) -> dict:
     check_noise(args.noise)
     check_corruption(args.corruption, noise=args.noise, samples=args.samples, replacement=args.replacement)
     kinds = tuple(check_kinds([k.strip() for k in args.kinds.split(",") if k.strip()]))
+    html = html_path(args)
     if model is None:
         model = load_model(args)
     tr = causal_trace(model, args.text, args.subject, args.target, corruption=args.corruption,
@@ -46,8 +48,8 @@ def cli_trace(args, model=None) -> dict:
                       seed=args.seed, kinds=kinds, progress=True)
     if args.out:
         tr.plot(out=args.out)
-    return {**tr.to_json(), "out": args.out,
-            "_text": text_report(tr) + (f"\nheatmaps saved to {args.out}" if args.out else "")}
+    return save_view(tr, html, {**tr.to_json(), "out": args.out,
+                                "_text": text_report(tr) + (f"\nheatmaps saved to {args.out}" if args.out else "")})
 
 
 def text_report(tr: TraceResult) -> str:

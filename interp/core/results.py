@@ -2,8 +2,10 @@
 
 A result has ``to_frame()`` (pandas), ``to_json()`` (a JSON-safe dict: what the CLI prints with ``--json``),
 ``summary()`` (one line), and ``plot(*, out=None, ...)`` (a matplotlib figure; ``out=`` also saves it as PNG;
-``out`` is keyword-only everywhere, other keywords choose what to draw). In Jupyter a result shows its summary
-and the head of its table.
+``out`` is keyword-only everywhere, other keywords choose what to draw). ``view()`` is its interactive view
+(``core/views``: self-contained HTML), ``show()`` displays it and ``save_html(path)`` writes it; in Jupyter a
+result with a view of its own shows it as the cell's value, other results their summary and the head of their
+table.
 
 Figures are built outside pyplot (:func:`new_figure`): the library never switches the matplotlib backend and never
 leaves figures open in pyplot's registry, so a user's own ``plt`` figures are untouched. Jupyter still shows them:
@@ -16,6 +18,8 @@ import html
 import io
 import math
 from pathlib import Path
+
+from .views import INLINE_MAX_BYTES, View, ViewTooLarge, table_view
 
 
 class Result:
@@ -40,11 +44,38 @@ class Result:
         return {"result": type(self).__name__, "summary": self.summary(),
                 "rows": jsonable(frame.to_dict(orient="records"))}
 
+    def view(self, **kwargs) -> View:
+        """The interactive view (:class:`interp.core.views.View`); results without one of their own show their
+        summary and table. Keywords narrow a view that has them (e.g. ``layers=``, ``heads=``, ``positions=``)."""
+        if kwargs:
+            raise TypeError(f"{type(self).__name__}.view() takes no options; got {sorted(kwargs)}")
+        return table_view(type(self).__name__, self.summary(), self.to_frame())
+
+    def show(self, **kwargs):
+        """Display the view inline in Jupyter (elsewhere: write it to a temporary HTML file, return its path)."""
+        return self.view(**kwargs).show()
+
+    def save_html(self, path, **kwargs) -> Path:
+        """Write the view as one self-contained HTML file (no network needed to open it) -> its path."""
+        return self.view(**kwargs).save(path)
+
     def _repr_html_(self) -> str:
+        note = ""
+        if type(self).view is not Result.view:  # a view of its own: the cell's value is the interactive view
+            try:
+                view = self.view()
+                size = view.nbytes
+                if size <= INLINE_MAX_BYTES:
+                    return view.fragment()
+                note = (f"the interactive view ({size / 1e6:.1f} MB) is too large to store in a notebook; "
+                        ".show() with a narrower selection, or .save_html(path)")
+            except ViewTooLarge as e:
+                note = str(e)
         frame = self.to_frame()
         table = frame.head(20).to_html(float_format=lambda x: f"{x:.4g}", max_cols=12)
         more = f"<p><i>{len(frame)} rows; .to_frame() for all, .plot() for the figure</i></p>"
-        return f"<p><b>{html.escape(self.summary())}</b></p>{table}{more}"
+        note = f"<p><i>{html.escape(note)}</i></p>" if note else ""
+        return f"<p><b>{html.escape(self.summary())}</b></p>{table}{more}{note}"
 
     def __repr__(self) -> str:
         frame = self.to_frame()

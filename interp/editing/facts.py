@@ -48,21 +48,33 @@ class Fact:
         return {**d, **{k: list(v) for k, v in d.items() if isinstance(v, tuple)}, **extra}
 
 
-def default_path() -> Path:
-    """``data/facts.jsonl``: shipped inside the package (``interp/data/``) or next to it in a checkout."""
+# Each packaged model has its own records: the candidates filtered by what that model knows (data/README.md).
+MODEL_FACTS = {"gemma3-270m": "facts_gemma.jsonl"}
+
+
+def default_path(name: str = "facts.jsonl") -> Path:
+    """``data/facts.jsonl`` (or another records file of ``data/``): shipped inside the package (``interp/data/``)
+    or next to it in a checkout."""
     here = Path(__file__).resolve().parents[1]  # the package folder (interp/); the repository's data/ is beside it
-    for path in (here / "data" / "facts.jsonl", here.parent / "data" / "facts.jsonl"):
+    for path in (here / "data" / name, here.parent / "data" / name):
         if path.is_file():
             return path
-    raise FileNotFoundError(f"no facts file: looked for {here / 'data' / 'facts.jsonl'} and "
-                            f"{here.parent / 'data' / 'facts.jsonl'}; pass path= to a JSON-lines file of records")
+    raise FileNotFoundError(f"no facts file: looked for {here / 'data' / name} and "
+                            f"{here.parent / 'data' / name}; pass path= to a JSON-lines file of records")
 
 
-def load_records(path: str | Path | None = None, split: str | None = None) -> list[Fact]:
-    """Read and validate fact records; ``split`` = "dev" | "test" | None (all)."""
+def records_file(model=None) -> str:
+    """The records file name for ``model`` (a Model, a short name such as ``"gemma3-270m"``, or None)."""
+    name = model if isinstance(model, str) or model is None else getattr(model, "source", "")
+    return MODEL_FACTS.get((name or "").removeprefix("packaged:"), "facts.jsonl")
+
+
+def load_records(path: str | Path | None = None, split: str | None = None, *, model=None) -> list[Fact]:
+    """Read and validate fact records; ``split`` = "dev" | "test" | None (all). Without ``path``, the records of
+    ``model`` (a Model or a short name; Gemma 3 270M has its own, :data:`MODEL_FACTS`), else ``data/facts.jsonl``."""
     if split is not None and split not in SPLITS:
         raise ValueError(f"split {split!r} not known; allowed: 'dev', 'test' or None (all records)")
-    path = default_path() if path is None else Path(path)
+    path = default_path(records_file(model)) if path is None else Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"records file {str(path)!r} does not exist")
     records, seen = [], set()

@@ -9,8 +9,8 @@ One edit rewrites the down projection ``M`` [d_model, d_mlp] (``out = k @ M.T``)
 
 1. key ``k*`` — the MLP hidden vector (``blocks.{l}.mlp.hook_post``) at the subject's last token, averaged over
    the prompt preceded by short context templates sampled from the model (seeded, stored with the edit);
-2. value ``v* = M k* (+ bias) + delta`` — ``delta`` is optimized (added at ``blocks.{l}.hook_mlp_out``, same
-   position) so that every templated prompt continues with the target: mean target NLL over all target tokens +
+2. value ``v* = M k* (+ bias) + delta`` — ``delta`` is optimized (added to the down projection's output,
+   :func:`interp.core.arch.mlp_value_hook`: ``hook_mlp_out``, or before Gemma's post-MLP norm; same position) so that every templated prompt continues with the target: mean target NLL over all target tokens +
    ``kl_factor`` * KL(P_edited || P_orig) at the end of "{subject} is a" + weight decay, ``|delta|`` clamped;
 3. ``M' = M + (v* - M k*)(C^-1 k*)^T / ((C^-1 k*)^T k*)``, ``C = E[k k^T]`` over Wikipedia text
    (:func:`interp.stats.mlp_key_second_moment`). Stored as ``M' = M + u v^T`` with ``u = delta``,
@@ -38,6 +38,7 @@ import torch
 
 from ..analyses.stats import mlp_key_second_moment
 from ..analyses.trace_facts import trace_facts
+from ..core import arch, moe
 from ..core import paths as _paths
 from ..core.caches import model_cache
 from ..core.generation import sample_text, selected_logits
@@ -46,12 +47,23 @@ from ..core.results import new_figure, save_fig
 from .base import WeightEdit, frozen_params, mlp_out_bias, notify, write_matrix
 from .facts import check_prompt, check_target, load_records
 
-# The edit layer for the embedded SmolLM2-135M-Instruct (keyed by its fingerprint). Chosen on the dev split
-# only; see data/rome_layer.json for the trace and sweep numbers and the commands that produced them. Read-only:
-# a layer chosen at run time for another model lives in that model's cache.
-DEFAULT_LAYERS = types.MappingProxyType({"b6b4e20b-538090432": 4})
+# The edit layer for the embedded SmolLM2-135M-Instruct and for Gemma 3 270M (keyed by fingerprint). Chosen on
+# the dev split only; see data/rome_layer.json / rome_layer_gemma.json for the trace and sweep numbers and the
+# commands that produced them. Read-only: a layer chosen at run time for another model lives in that model's cache.
+DEFAULT_LAYERS = types.MappingProxyType({"b6b4e20b-538090432": 4, "99115288-1072419280": 5})
+# Per-model defaults that differ from RomeHparams (explicit keywords still win). Gemma normalises the MLP output
+# again before adding it, so the write has a fixed size and delta only turns its direction: with the paper's clamp
+# (4 x |M k*|) delta dominates the write of every key that overlaps k* and neighbours flip too (dev: neighbourhood
+# 44 at clamp 4, 82 at clamp 1; data/rome_layer_gemma.json).
+MODEL_HPARAMS = types.MappingProxyType({"99115288-1072419280": types.MappingProxyType({"clamp_norm_factor": 1.0})})
 
 TEMPLATE_PREFIXES = ("The", "Therefore", "Because", "I", "You")
+
+
+def hparams_for(model, **overrides) -> RomeHparams:
+    """The hyperparameters an edit of ``model`` uses: :class:`RomeHparams`, this model's :data:`MODEL_HPARAMS`,
+    then ``overrides``."""
+    return RomeHparams.make(**{**MODEL_HPARAMS.get(model.fingerprint, {}), **overrides})
 
 
 @dataclass(frozen=True)
@@ -243,11 +255,15 @@ def edit(model, prompt: str = "{} is located in the city of", subject: str = "Th
     bit-identical. Returns the applied :class:`Edit` (``.revert()`` undoes it).
     """
     t_start = time.perf_counter()
-    hp = RomeHparams.make(**hparams)
+    hp = hparams_for(model, **hparams)
     check_prompt(prompt, subject)
     check_target(target)
     if model.d_mlp is None:
         raise ValueError(f"model {model.source} has no MLP layers to edit")
+    if moe.is_moe(model):
+        raise ValueError(f"ROME does not apply to {model.source}: its MLPs are routed mixtures of "
+                         f"{moe.n_experts(model)} experts, so a fact's key reaches a different down projection "
+                         "(or several) token by token and no single rank-one update of one matrix stores it")
     layer = default_layer(model) if layer is None else model.check_layer(layer)
     target_ids = model.target_tokens(target)
     fingerprint = model.fingerprint  # before any weight changes (it is computed lazily on some models)
@@ -263,8 +279,8 @@ def edit(model, prompt: str = "{} is located in the city of", subject: str = "Th
     timings["stats_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    batch = _edit_batch(model, prompt, subject, target_ids, templates, hp.kl_prompt)
-    opt = _optimize_delta(model, layer, batch, hp, target, progress)
+    batch = edit_batch(model, prompt, subject, target_ids, templates, hp.kl_prompt)
+    opt = optimize_delta(model, layer, batch, hp, target, progress)
     timings["optimize_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -306,7 +322,7 @@ def default_layer(model) -> int:
     table = model_cache(model, "rome.default_layer")
     if "layer" not in table:
         try:
-            records = load_records(split="dev")
+            records = load_records(split="dev", model=model)
         except FileNotFoundError as e:
             raise ValueError(f"no default ROME layer for {model.source}: pass layer=... ({e})") from None
         table["layer"] = int(trace_facts(model, [r.to_dict() for r in records[:20]]).peak_layer(kind="mlp"))
@@ -339,7 +355,7 @@ def _clean_template(text: str) -> str:
 
 # ============================================================================================ v* optimisation
 @dataclass
-class _Batch:
+class EditBatch:
     tokens: torch.Tensor        # [n, width], right-padded; rows 0..n_rewrite-1 rewrite prompts, last row KL prompt
     subject_pos: torch.Tensor   # [n] subject's last token
     n_rewrite: int
@@ -368,7 +384,9 @@ def _fill(template: str, subject: str) -> tuple[str, int]:
     return template[:start] + subject + template[start + 2:], start + len(subject)
 
 
-def _edit_batch(model, prompt, subject, target_ids, templates, kl_prompt) -> _Batch:
+def edit_batch(model, prompt, subject, target_ids, templates, kl_prompt) -> EditBatch:
+    """The v* optimisation's rows: the prompt in every context template followed by the target (all but its last
+    token), then the KL prompt; with the subject's last-token index in each row."""
     rows, subj, tpos = [], [], []
     T = len(target_ids)
     for tpl in templates:
@@ -382,12 +400,18 @@ def _edit_batch(model, prompt, subject, target_ids, templates, kl_prompt) -> _Ba
     subj.append(subject_last_index(model, text, end))
     rows.append(ids)
     toks, _ = pad_rows(model, rows)
-    return _Batch(toks, torch.tensor(subj), len(templates), torch.tensor(tpos), len(ids) - 1,
+    return EditBatch(toks, torch.tensor(subj), len(templates), torch.tensor(tpos), len(ids) - 1,
                   torch.tensor(target_ids))
 
 
-def _optimize_delta(model, layer: int, b: _Batch, hp: RomeHparams, target: str, progress) -> dict:
-    """Adam on ``delta`` [d_model] added to ``blocks.{layer}.hook_mlp_out`` at each row's subject position."""
+def optimize_delta(model, layer: int, b: EditBatch, hp, target: str, progress, *, value_hook: str | None = None
+                   ) -> dict:
+    """Adam on ``delta`` [d_model] added to the down projection's output (``arch.mlp_value_hook``: where
+    ``M k (+ b)`` is read, before any post-norm) at each row's subject position. ``value_hook`` names another
+    hook point to optimise at instead (MEMIT: the residual after the last edited layer); the clamp is then
+    relative to that hook's value. ``hp``: anything with ROME's v_* / clamp / kl fields. Returns delta, the
+    keys at ``layer``, the per-step NLL, the clamp, the mean initial value at the hook (``out_init``) and its
+    norm, the target's probability before and the model's greedy answer."""
     dev, dtype = model.device_of(layer), model.dtype  # delta lives where its hook runs
     n, width = b.tokens.shape
     rows_all = torch.arange(n)
@@ -411,8 +435,8 @@ def _optimize_delta(model, layer: int, b: _Batch, hp: RomeHparams, target: str, 
     def read_key(t, hook):
         seen["keys"] = t.detach()[rows_all.to(t.device), b.subject_pos.to(t.device)].float().cpu()
 
-    out_name, key_name = f"blocks.{layer}.hook_mlp_out", f"blocks.{layer}.mlp.hook_post"
-    losses, kl_init, max_norm, out_norm, p_before, answer = [], None, None, None, None, None
+    out_name, key_name = value_hook or arch.mlp_value_hook(model, layer), f"blocks.{layer}.mlp.hook_post"
+    losses, kl_init, max_norm, out_norm, p_before, answer, out_init = [], None, None, None, None, None, None
     with frozen_params(model), torch.enable_grad():
         for step in range(hp.v_steps):
             hooks = [(out_name, add_delta)] + ([(key_name, read_key)] if step == 0 else [])
@@ -453,7 +477,7 @@ def _optimize_delta(model, layer: int, b: _Batch, hp: RomeHparams, target: str, 
         raise ValueError(f"the target does not depend on layer {layer}'s MLP output at the subject's last token "
                          "(zero gradient; e.g. the last layer, where no attention follows); choose an earlier layer")
     return {"delta": delta.detach().cpu(), "keys": seen["keys"], "losses": losses, "max_norm": max_norm,
-            "out_norm": out_norm, "p_before": p_before, "answer": answer}
+            "out_norm": out_norm, "p_before": p_before, "answer": answer, "out_init": out_init}
 
 
 def key_stats(model, layer: int, n_tokens: int = 100_000, **kwargs):

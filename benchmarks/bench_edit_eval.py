@@ -1,0 +1,87 @@
+"""Edit-evaluation benchmark on the embedded model (CPU). Prints ``name: value`` lines:
+
+- ``eval_overhead_ratio``: (evaluation seconds per record - edit seconds per record) / edit seconds per record,
+  ``interp.rome.evaluate`` with every metric on (generation, drift, lens) over ``--records`` test records with
+  ROME, cached key statistics (loaded before timing; the context templates are sampled by an untimed warm-up
+  edit, as in any session that makes more than one edit). Both terms come from the same run: the edit seconds
+  are the evaluation's own per-record ``edit_seconds``.
+- ``edit_seconds``: ROME's mean seconds per edit in that run.
+- ``memit_seconds_per_fact``: wall seconds of one ``memit_edit`` of ``--n`` test records (default 100) divided by
+  ``--n``, with cached statistics (an untimed warm-up edit of 2 records loads them); skipped with a message when
+  ``interp.editing.memit`` is absent.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_edit_eval.py [--records 5] [--n 100] [--threads 1] [--skip-memit]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import interp  # noqa: E402
+from interp import rome  # noqa: E402
+
+
+def overhead(model, records, layer: int, stats) -> dict:
+    t0 = time.perf_counter()
+    res = rome.evaluate(model, records, "rome", layer=layer, stats=stats, progress=False)
+    wall = time.perf_counter() - t0
+    edit_s = float(res.to_frame()["edit_seconds"].mean())
+    per_record = wall / len(records)
+    return {"eval_seconds_per_record": per_record, "edit_seconds": edit_s,
+            "eval_overhead_ratio": (per_record - edit_s) / edit_s}
+
+
+def memit_seconds(model, records) -> float | None:
+    if importlib.util.find_spec("interp.editing.memit") is None:
+        return None
+    from interp.editing.memit import memit_edit
+
+    warm = memit_edit(model, records[:2])
+    warm.revert()
+    t0 = time.perf_counter()
+    e = memit_edit(model, records)
+    wall = time.perf_counter() - t0
+    e.revert()
+    return wall / len(records)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=5, help="test records in the overhead run")
+    ap.add_argument("--n", type=int, default=100, help="records in the timed MEMIT batch")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--skip-memit", action="store_true")
+    ap.add_argument("--skip-overhead", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    model = interp.load(device="cpu")
+    layer = rome.default_layer(model)
+    test = rome.load_records(split="test")
+    if not args.skip_overhead:
+        stats = rome.key_stats(model, layer, rome.RomeHparams.mom2_n_tokens, progress=False)  # disk cache
+        warm = rome.edit(model, test[0].prompt, test[0].subject, test[0].target_new, layer, stats=stats)
+        warm.revert()
+        out = overhead(model, test[: args.records], layer, stats)
+        print(f"eval_records: {args.records}")
+        print(f"eval_seconds_per_record: {out['eval_seconds_per_record']:.2f}")
+        print(f"edit_seconds: {out['edit_seconds']:.2f}")
+        print(f"eval_overhead_ratio: {out['eval_overhead_ratio']:.3f}", flush=True)
+    if not args.skip_memit:
+        per_fact = memit_seconds(model, test[: args.n])
+        if per_fact is None:
+            print("memit: skipped (interp.editing.memit is not there yet)")
+        else:
+            print(f"memit_facts: {args.n}")
+            print(f"memit_seconds_per_fact: {per_fact:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""The measurements of the edit evaluation (:mod:`interp.editing.evaluate`), each for many records at once.
+
+- :func:`measure_probs`: for every record, P(target_new) and P(target_true) (length-normalized, ``exp(-mean
+  per-token NLL)``) on its rewrite, paraphrase, neighbourhood (and other-paraphrase) prompts, plus whether the
+  scored target's first token is the top-1 next token; every prompt of every record in one padded forward (rows
+  that are the same tokens — a prompt followed by a one-token target — run once);
+- :func:`generation_entropies`: seeded top-5 samples of every record's generation prompts in one batch (the KV
+  cache when no hook is attached, :mod:`interp.core.generation`), each record with its own generator;
+- :func:`drift_set` / :func:`text_nll`: the Wikipedia texts of the loss drift, tokenised once per evaluation;
+- :func:`lens_rows`: the logit lens of the rewrite prompt.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from ..analyses.lens import logit_lens
+from ..core.corpus import token_batches, wiki_documents
+from ..core.generation import sample_text, sample_text_groups, selected_logits
+from ..core.inputs import pad_rows
+from .facts import Fact
+
+# Prompt groups of a record: (group, metric name, which target must win: 0 = target_new, 1 = target_true).
+GROUPS = (("rewrite", "efficacy", 0), ("paraphrase", "paraphrase", 0), ("neighborhood", "neighborhood", 1),
+          ("paraphrase_other", "paraphrase_other", 0))
+OTHER_KEY = "paraphrase_prompts_other"  # record key of the second paraphrase set (scored on its own)
+
+
+# ============================================================================================ probabilities
+def score_prompts(model, prompts: Sequence[str], targets: Sequence[str], *, batch_size: int = 64
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(nll, top1)``: mean per-token NLL (nats, float64 [n]) of ``targets[i]`` continuing ``prompts[i]`` and the
+    model's top-1 next token after the prompt (long [n]). Tokens: BOS + the prompt's tokens + the target's
+    tokens (tokenized on its own, as the edits do). Identical token rows run once; ``batch_size`` rows a forward."""
+    if len(prompts) != len(targets):
+        raise ValueError(f"{len(prompts)} prompts but {len(targets)} targets")
+    enc_p: dict[str, list[int]] = {}
+    enc_t: dict[str, list[int]] = {}
+    rows: dict[tuple, int] = {}
+    pairs = []  # (row index, prompt length, target ids)
+    for p, t in zip(prompts, targets):
+        pt = enc_p[p] if p in enc_p else enc_p.setdefault(p, model.to_tokens(p)[0].tolist())
+        tt = enc_t[t] if t in enc_t else enc_t.setdefault(t, model.target_tokens(t))
+        key = tuple(pt + tt[:-1])
+        pairs.append((rows.setdefault(key, len(rows)), len(pt), tt))
+    unique = list(rows)
+    logp_at: dict[tuple[int, int], torch.Tensor] = {}
+    for start in range(0, len(unique), batch_size):
+        chunk = range(start, min(start + batch_size, len(unique)))
+        wanted = sorted({(r, n - 1 + i) for r, n, tt in pairs if r in chunk for i in range(len(tt))})
+        toks, _ = pad_rows(model, [list(unique[r]) for r in chunk])
+        sel_r = torch.tensor([r - start for r, _ in wanted])
+        sel_p = torch.tensor([p for _, p in wanted])
+        with torch.no_grad():
+            logp = torch.log_softmax(selected_logits(model, toks, sel_r, sel_p).to(torch.float64).cpu(), -1)
+        logp_at.update({w: logp[i] for i, w in enumerate(wanted)})
+    nll, top1 = [], []
+    for r, n, tt in pairs:
+        nll.append(torch.stack([-logp_at[(r, n - 1 + i)][tok] for i, tok in enumerate(tt)]).mean())
+        top1.append(int(logp_at[(r, n - 1)].argmax()))
+    return torch.stack(nll), torch.tensor(top1, dtype=torch.long)
+
+
+def target_nll(model, prompts: Sequence[str], targets: Sequence[str], *, batch_size: int = 64) -> torch.Tensor:
+    """Mean per-token NLL (nats) of ``targets[i]`` continuing ``prompts[i]`` -> float64 [n] (see
+    :func:`score_prompts`)."""
+    return score_prompts(model, prompts, targets, batch_size=batch_size)[0]
+
+
+def fact_groups(fact: Fact) -> dict[str, list[str]]:
+    """The scored prompt groups of a record; ``paraphrase_other`` only when it has ``paraphrase_prompts_other``."""
+    groups = {"rewrite": [fact.text], "paraphrase": list(fact.paraphrase_prompts),
+              "neighborhood": list(fact.neighborhood_prompts)}
+    other = (getattr(fact, "extra", None) or {}).get(OTHER_KEY)
+    if other:
+        if not isinstance(other, (list, tuple)) or not all(isinstance(s, str) and s.strip() for s in other):
+            raise ValueError(f"record {fact.case_id!r}: {OTHER_KEY} must be a list of non-empty strings, got "
+                             f"{other!r:.120}")
+        groups["paraphrase_other"] = list(other)
+    return groups
+
+
+def measure_probs(model, facts: Sequence[Fact]) -> list[dict]:
+    """Per record ``{"probs": {group: [n, 2] (P(new), P(true))}, "hits": {group: bool [n]}}``: every prompt of
+    every record scored in one batch (:func:`score_prompts`). ``hits``: the target the group wants (target_new on
+    rewrite / paraphrases, target_true on neighbours) has its first token as the top-1 next token."""
+    prompts, targets, spans = [], [], []
+    for f in facts:
+        groups = fact_groups(f)
+        k = len(prompts) // 2
+        for g in groups.values():
+            for p in g:
+                prompts += [p, p]
+                targets += [f.target_new, f.target_true]
+        spans.append((groups, k))
+    nll, top1 = score_prompts(model, prompts, targets) if prompts else (torch.zeros(0), torch.zeros(0))
+    p = torch.exp(-nll).reshape(-1, 2)  # [prompt, (new, true)]
+    first = top1.reshape(-1, 2)[:, 0]   # the top-1 token does not depend on the target
+    out = []
+    for f, (groups, k) in zip(facts, spans):
+        want = {0: model.target_tokens(f.target_new)[0], 1: model.target_tokens(f.target_true)[0]}
+        probs, hits = {}, {}
+        for name, _, side in GROUPS:
+            if name not in groups:
+                continue
+            n = len(groups[name])
+            probs[name], hits[name] = p[k: k + n], first[k: k + n] == want[side]
+            k += n
+        out.append({"probs": probs, "hits": hits})
+    return out
+
+
+def fact_probs(model, fact: Fact) -> dict[str, torch.Tensor]:
+    """{"rewrite"|"paraphrase"|"neighborhood"[|"paraphrase_other"]: (P(new), P(true)) [n, 2]}, length-normalized
+    probabilities."""
+    return measure_probs(model, [fact])[0]["probs"]
+
+
+def fact_scores(probs: dict[str, torch.Tensor], hits: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
+    """The paper's scores and magnitudes from :func:`fact_probs` (fractions in 0..1, magnitudes in -1..1) and,
+    with ``hits`` (:func:`measure_probs`), the strict accuracy form ``*_acc``: the share of prompts whose wanted
+    target is the top-1 next token. A group the record lacks (``paraphrase_other``) scores NaN."""
+    out = {}
+    for group, metric, side in GROUPS:
+        pr = probs.get(group)
+        if pr is None or len(pr) == 0:
+            out[f"{metric}_score"] = out[f"{metric}_magnitude"] = float("nan")
+            if hits is not None:
+                out[f"{metric}_acc"] = float("nan")
+            continue
+        win, lose = pr[:, side], pr[:, 1 - side]
+        out[f"{metric}_score"] = float((win > lose).double().mean())
+        out[f"{metric}_magnitude"] = float((win - lose).mean())
+        if hits is not None:
+            out[f"{metric}_acc"] = float(hits[group].double().mean())
+    return out
+
+
+# ============================================================================================ generation
+def ngram_entropy(text: str, ns=(2, 3), weights=(2 / 3, 4 / 3)) -> float:
+    """The ROME paper's generation entropy of one text: mean over n of weight_n * entropy (bits) of its word
+    n-gram distribution (words: runs of letters/digits, or single punctuation marks)."""
+    words = re.findall(r"\w+|[^\w\s]", text.lower())
+    vals = []
+    for n, w in zip(ns, weights):
+        grams = Counter(tuple(words[i: i + n]) for i in range(len(words) - n + 1))
+        total = sum(grams.values())
+        h = -sum(c / total * math.log2(c / total) for c in grams.values()) if total else 0.0
+        vals.append(w * h)
+    return sum(vals) / len(vals)
+
+
+def generation_entropy(model, prompts: Sequence[str], *, n_tokens: int = 40, seed: int = 0
+                       ) -> tuple[float, list[str]]:
+    """(mean n-gram entropy, texts) of seeded top-5 samples of ``n_tokens`` continuing each prompt."""
+    texts = sample_text(model, list(prompts), n_tokens, seed=seed, top_k=5)
+    return sum(ngram_entropy(p + t) for p, t in zip(prompts, texts)) / len(texts), texts
+
+
+def generation_entropies(model, prompt_groups: Sequence[Sequence[str]], *, n_tokens: int = 40,
+                         seeds: Sequence[int]) -> list[tuple[float, list[str]]]:
+    """:func:`generation_entropy` of several records in one batch, record ``g`` seeded ``seeds[g]`` (the same
+    samples as one call per record)."""
+    out = []
+    for prompts, texts in zip(prompt_groups, sample_text_groups(model, prompt_groups, n_tokens, seeds=seeds,
+                                                                top_k=5)):
+        out.append((sum(ngram_entropy(p + t) for p, t in zip(prompts, texts)) / len(texts), texts))
+    return out
+
+
+# ============================================================================================ loss drift
+def drift_texts(n_docs: int = 16, seed: int = 1234) -> list[str]:
+    """The fixed Wikipedia summaries the loss drift is measured on (``wiki_documents`` shuffled with ``seed``)."""
+    return [d.text for d in wiki_documents(n=n_docs, seed=seed)]
+
+
+@dataclass(frozen=True)
+class DriftSet:
+    """Texts tokenised once: ``batches`` of (tokens [b, pos], mask [b, pos]), BOS + at most ``max_len`` tokens."""
+    texts: tuple
+    batches: tuple
+    max_len: int
+
+
+def drift_set(model, texts: Sequence[str], *, max_len: int = 64, batch_size: int = 8) -> DriftSet:
+    return DriftSet(tuple(texts), tuple((t, m) for t, m, _ in token_batches(model, list(texts), max_len=max_len,
+                                                                              batch_size=batch_size)), max_len)
+
+
+def text_nll(model, texts, *, max_len: int = 64, batch_size: int = 8) -> float:
+    """Mean next-token NLL (nats) over every token of ``texts`` (a list of texts, each BOS + at most ``max_len``
+    tokens, or a :class:`DriftSet` tokenised before)."""
+    batches = texts.batches if isinstance(texts, DriftSet) else drift_set(model, texts, max_len=max_len,
+                                                                          batch_size=batch_size).batches
+    total, count = 0.0, 0
+    for toks, mask in batches:
+        with torch.no_grad():
+            logits = model.forward(toks)[:, :-1].float().cpu()
+        # log-sum-exp then the target's logit: the float64 log-softmax of every vocabulary entry is 5x the work
+        lse = torch.logsumexp(logits, -1).to(torch.float64)
+        nll = lse - logits.gather(2, toks[:, 1:, None])[..., 0].to(torch.float64)
+        m = mask[:, 1:]
+        total += float(nll[m].sum())
+        count += int(m.sum())
+    return total / count
+
+
+# ============================================================================================ logit lens
+def lens_rows(model, fact: Fact) -> dict[str, float | None]:
+    """Logit lens of the rewrite prompt's last position (``interp.lens.logit_lens``): first lens row from which
+    the first token of target_new (resp. target_true) stays top-1, and their final-row probabilities."""
+    ids = [model.target_tokens(fact.target_new)[0], model.target_tokens(fact.target_true)[0]]
+    lens = logit_lens(model, fact.text, targets=ids, positions=[-1], k=1)
+    new, true = lens.target_curve(ids[0]), lens.target_curve(ids[1])
+    return {"lens_new_row": lens.first_top1(ids[0], stable=True),
+            "lens_true_row": lens.first_top1(ids[1], stable=True),
+            "lens_p_new": float(new["prob"][-1]), "lens_p_true": float(true["prob"][-1]),
+            "_curves": {"p_new": new["prob"].tolist(), "p_true": true["prob"].tolist()}}
+
+
+def measure(model, facts: Sequence[Fact], seeds: Sequence[int], *, generation: bool = True, gen_tokens: int = 40,
+            lens: bool = True) -> list[dict]:
+    """Per record, every before/after measurement except the drift: scores in both forms, generation entropy
+    (and the first sample), logit-lens rows (``_curves`` holds the lens curves)."""
+    probs = measure_probs(model, facts)
+    gens = (generation_entropies(model, [f.generation_prompts for f in facts], n_tokens=gen_tokens, seeds=seeds)
+            if generation else [(float("nan"), [None])] * len(facts))
+    out = []
+    for f, pr, (ent, texts) in zip(facts, probs, gens):
+        row = fact_scores(pr["probs"], pr["hits"])
+        row["gen_entropy"], row["gen_text"] = ent, texts[0]
+        if lens:
+            row.update(lens_rows(model, f))
+        out.append(row)
+    return out

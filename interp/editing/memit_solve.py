@@ -1,0 +1,341 @@
+"""MEMIT's two stages (Meng et al. 2023, "Mass-Editing Memory in a Transformer"): the per-fact target residuals and
+their spread over a range of MLP layers. :mod:`interp.editing.memit` builds the edit object on top of these.
+
+1. Targets. For each fact, ``delta_i`` [d_model] is optimised with ROME's v* loop
+   (:func:`interp.editing.rome.optimize_delta`) but added to the residual stream after the *last* layer ``L`` of
+   the range (``blocks.{L}.hook_resid_post``) at the subject's last token of every templated prompt, clamped to
+   ``clamp_norm_factor`` times the norm of that residual. ``z_i = h_i + delta_i`` with ``h_i`` the residual
+   averaged over the templates (delta is added at every template row, so the mean edited residual is exactly
+   ``h_i + delta_i``). The reference code takes ``h_i`` from the bare prompt but averages the keys over templates;
+   here keys and residuals are both template means, the same choice :mod:`rome` makes for k* and v*.
+2. Spread. For the layers ``l_1 < ... < l_m = L`` in order: keys ``K`` [n, d_mlp] (template-mean MLP hidden
+   vectors at the subject's last token) and current residuals ``H`` [n, d_model] at ``L`` are read from the model
+   *as edited so far*; the remaining residual error is shared equally by the layers left,
+   ``R = (Z - H) / (m - j)``, and ``ΔW_l = Rᵀ K (λ C_l + Kᵀ K)⁻¹`` (``W`` [d_model, d_mlp], ``out = W k``),
+   the minimiser of ``Σ_i |ΔW k_i - r_i|² + λ tr(ΔW C_l ΔWᵀ)``, is written before the next layer's keys are read.
+   ``C_l = E[k kᵀ]`` over Wikipedia text (the float64 statistics of :mod:`interp.analyses.stats`); λ is
+   ``mom2_update_weight``: C is a mean, so λ counts how many "preserved" keys the text's statistics stand for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import asdict, dataclass, fields
+from itertools import pairwise
+
+import torch
+
+from ..core import arch, moe
+from ..core.hooks import capture
+from ..core.inputs import pad_rows
+from .base import notify
+from .facts import Fact, as_fact, check_prompt, check_target
+from .rome import edit_batch, optimize_delta
+
+
+@dataclass(frozen=True)
+class MemitHparams:
+    """MEMIT hyperparameters (names follow the reference code; values its GPT-J / GPT-2 XL ones, except λ and the
+    layers, chosen on the dev split: data/memit_layers.json)."""
+    templates: tuple = ((10, 5),)           # (tokens, count) of sampled context prefixes besides "{}" (paper: 5 x 10)
+    v_steps: int = 20                       # Adam steps on delta (GPT-2 XL 20, GPT-J 25)
+    v_lr: float = 0.5
+    v_loss_stop: float = 0.05
+    v_weight_decay: float = 0.5             # * |delta| / |h|^2
+    clamp_norm_factor: float = 0.75         # |delta| <= factor * |h| (the residual at the last layer)
+    kl_factor: float = 0.0625
+    kl_prompt: str = "{} is a"
+    mom2_update_weight: float = 5000.0      # λ in λ C + K Kᵀ (dev: 5000 > 15000 > 50000; GPT-J 15000, GPT-2 XL 20000)
+    mom2_n_tokens: int = 100_000            # Wikipedia tokens in each C
+    mom2_ridge: float = 0.0                 # + ridge * I, absolute (for a C from few tokens)
+
+    @classmethod
+    def make(cls, **overrides) -> MemitHparams:
+        known = {f.name for f in fields(cls)}
+        bad = sorted(set(overrides) - known)
+        if bad:
+            raise ValueError(f"unknown MEMIT hyperparameter(s) {bad}; allowed: {sorted(known)}")
+        if "templates" in overrides:
+            overrides["templates"] = tuple((int(n), int(c)) for n, c in overrides["templates"])
+        hp = cls(**overrides)
+        for name in ("v_steps", "mom2_n_tokens"):
+            if int(getattr(hp, name)) < 1:
+                raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: >= 1")
+        for name in ("v_lr", "clamp_norm_factor", "mom2_update_weight"):
+            if not getattr(hp, name) > 0:
+                raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: > 0")
+        for name in ("v_weight_decay", "kl_factor", "mom2_ridge", "v_loss_stop"):
+            if not getattr(hp, name) >= 0:
+                raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: >= 0")
+        if any(n < 2 or c < 0 for n, c in hp.templates):
+            raise ValueError(f"templates={hp.templates!r}; allowed: pairs (tokens >= 2, count >= 0)")
+        if hp.kl_prompt.count("{}") != 1:
+            raise ValueError(f"kl_prompt {hp.kl_prompt!r} must contain exactly one '{{}}'")
+        return hp
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["templates"] = [list(t) for t in self.templates]
+        return d
+
+
+# ============================================================================================ input checks
+def check_editable(model) -> None:
+    """MEMIT needs dense MLPs whose down projection output is added to the residual stream as it is."""
+    if model.d_mlp is None:
+        raise ValueError(f"model {model.source} has no MLP layers to edit")
+    if moe.is_moe(model):
+        raise ValueError(f"MEMIT does not apply to {model.source}: its MLPs are routed mixtures of "
+                         f"{moe.n_experts(model)} experts, so a fact's key reaches a different down projection "
+                         "(or several) token by token and no update of one matrix per layer stores it")
+    if arch.has_post_norms(model):
+        raise ValueError(f"MEMIT does not apply to {model.source}: it normalises each MLP's output before adding "
+                         "it to the residual stream (post-feedforward norm), so the residual change a weight "
+                         "update makes is not the update's output and the residual target cannot be split over "
+                         "layers; use interp.rome.edit (one layer, solved at the MLP output) instead")
+
+
+def check_layers(model, layers) -> list[int]:
+    """``layers`` as a list of consecutive increasing ints inside ``0..n_layers-2``."""
+    hi = model.n_layers - 2
+    allowed = (f"allowed: consecutive increasing MLP layers within 0..{hi} (the last one below the final layer "
+               f"{hi + 1}, whose residual at the subject no later layer reads)")
+    try:
+        out = [int(x) for x in layers]
+        ok = all(not isinstance(x, bool) and int(x) == x for x in layers)
+    except (TypeError, ValueError):
+        raise ValueError(f"layers={layers!r} is not a list of ints; {allowed}") from None
+    if not ok or not out:
+        raise ValueError(f"layers={layers!r}; {allowed}")
+    if any(not 0 <= x <= hi for x in out):
+        raise ValueError(f"layers={out} reach outside the model ({model.n_layers} layers); {allowed}")
+    if any(b != a + 1 for a, b in pairwise(out)):
+        raise ValueError(f"layers={out} are not consecutive and increasing; {allowed}")
+    return out
+
+
+def as_requests(records) -> list[dict]:
+    """Facts, record dicts or request dicts (prompt, subject, target_new[, target_true, case_id]) -> request dicts
+    ``{index, case_id, prompt, subject, target_new, target_true}``; ValueError for a subject asked twice with
+    different targets (its key is the same in both, so one matrix cannot send it to two values)."""
+    if isinstance(records, (dict, Fact)):
+        records = [records]
+    records = list(records)
+    if not records:
+        raise ValueError("records is empty; give at least one fact to edit")
+    out = []
+    for i, r in enumerate(records):
+        where = f"record {i}"
+        if isinstance(r, Fact) or (isinstance(r, dict) and "case_id" in r and "paraphrase_prompts" in r):
+            f = as_fact(r, where)
+            req = {"case_id": f.case_id, "prompt": f.prompt, "subject": f.subject, "target_new": f.target_new,
+                   "target_true": f.target_true}
+        elif isinstance(r, dict):
+            missing = [k for k in ("prompt", "subject", "target_new") if k not in r]
+            if missing:
+                raise ValueError(f"{where}: missing keys {missing}; a request needs prompt (with '{{}}'), subject "
+                                 "and target_new (with its leading space)")
+            target = r["target_new"]["str"] if isinstance(r["target_new"], dict) else r["target_new"]
+            req = {"case_id": r.get("case_id", i), "prompt": r["prompt"], "subject": r["subject"],
+                   "target_new": target, "target_true": r.get("target_true")}
+            if isinstance(req["target_true"], dict):
+                req["target_true"] = req["target_true"].get("str")
+            check_prompt(req["prompt"], req["subject"], where)
+            check_target(req["target_new"], f"{where}: target_new")
+        else:
+            raise ValueError(f"{where}: expected a Fact or a dict, got {type(r).__name__}")
+        out.append({"index": i, **req})
+    first: dict[str, dict] = {}
+    for req in out:
+        seen = first.setdefault(req["subject"], req)
+        if seen is not req and seen["target_new"] != req["target_new"]:
+            raise ValueError(f"subject {req['subject']!r} appears twice with different targets: record "
+                             f"{seen['index']} (case_id {seen['case_id']!r}) -> {seen['target_new']!r} and record "
+                             f"{req['index']} (case_id {req['case_id']!r}) -> {req['target_new']!r}; the subject's "
+                             "key is the same in both, so one edit cannot store both (edit them separately)")
+    return out
+
+
+def check_batch_size(model, n: int) -> None:
+    if n > model.d_mlp:
+        raise ValueError(f"{n} facts in one batch but the MLP keys have only d_mlp={model.d_mlp} dimensions: more "
+                         "keys than dimensions are linearly dependent, so no update of a layer can map every key "
+                         "to its own value (K Kᵀ is then full rank and λC + K Kᵀ no longer leaves room for the C "
+                         f"prior: the solve becomes a least-squares compromise between facts). Edit at most "
+                         f"{model.d_mlp} facts at once (far fewer in practice) and apply the batches in turn")
+
+
+# ============================================================================================ stage 1: targets
+@dataclass
+class Targets:
+    """The residual targets of a batch at ``layer`` (stage 1; independent of λ and of where the range starts)."""
+    layer: int
+    requests: list
+    z: torch.Tensor          # [n, d_model] float64, h + delta
+    init: torch.Tensor       # [n, d_model] float64, h (template mean, unedited model)
+    batches: list            # rome.EditBatch per fact (rows used for the keys too)
+    info: list               # per fact: v* optimisation diagnostics
+    losses: list             # per fact: NLL per step
+    templates: list
+    seed: int
+
+
+def optimize_targets(model, requests: list[dict], layer: int, hp: MemitHparams, templates: list[str], *,
+                     seed: int = 0, progress=None) -> Targets:
+    """Stage 1 for every request: ``z_i`` at ``blocks.{layer}.hook_resid_post`` (see the module docstring)."""
+    hook = f"blocks.{layer}.hook_resid_post"
+    zs, inits, batches, info, losses = [], [], [], [], []
+    for j, req in enumerate(requests):
+        notify(progress, stage="target", fact=j, of=len(requests), subject=req["subject"])
+        target_ids = model.target_tokens(req["target_new"])
+        b = edit_batch(model, req["prompt"], req["subject"], target_ids, templates, hp.kl_prompt)
+        try:
+            opt = optimize_delta(model, layer, b, hp, req["target_new"], None, value_hook=hook)
+        except ValueError as e:
+            raise ValueError(f"record {req['index']} (case_id {req['case_id']!r}, {req['subject']!r} -> "
+                             f"{req['target_new']!r}): {e}") from None
+        init = opt["out_init"].to(torch.float64)
+        delta = opt["delta"].to(torch.float64)
+        zs.append(init + delta)
+        inits.append(init)
+        batches.append(b)
+        losses.append(opt["losses"])
+        dn = float(delta.norm())
+        info.append({"case_id": req["case_id"], "subject": req["subject"], "target_new": req["target_new"],
+                     "answer_before": opt["answer"], "p_before": opt["p_before"], "nll_initial": opt["losses"][0],
+                     "nll_final": opt["losses"][-1], "steps": len(opt["losses"]), "delta_norm": dn,
+                     "resid_norm": opt["out_norm"], "clamp": opt["max_norm"],
+                     "clamp_bound": bool(dn >= opt["max_norm"] * (1 - 1e-4))})
+    return Targets(layer, requests, torch.stack(zs), torch.stack(inits), batches, info, losses, list(templates),
+                   seed)
+
+
+# ============================================================================================ stage 2: spread
+def subject_states(model, batches: list, layer: int, z_layer: int, *, chunk: int = 64
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(K [n, d_mlp], H [n, d_model]) float64: the MLP hidden vector at ``layer`` and the residual after ``z_layer``
+    at each fact's subject-last token, averaged over its template rows (rows end at that token: nothing after it
+    reaches it), from the model as it is now."""
+    rows, pos, owner = [], [], []
+    for f, b in enumerate(batches):
+        for r in range(b.n_rewrite):
+            p = int(b.subject_pos[r])
+            rows.append(b.tokens[r, : p + 1].tolist())
+            pos.append(p)
+            owner.append(f)
+    names = [f"blocks.{layer}.mlp.hook_post", f"blocks.{z_layer}.hook_resid_post"]
+    parts: dict[str, list] = {n: [] for n in names}
+    for s in range(0, len(rows), chunk):
+        toks, _ = pad_rows(model, rows[s: s + chunk])
+        r_idx, p_idx = torch.arange(toks.shape[0]), torch.tensor(pos[s: s + chunk])
+        store, _ = capture(model, toks, names, stop=True, description="memit keys",
+                           keep=lambda n, t, r=r_idx, p=p_idx: t.detach()[r.to(t.device), p.to(t.device)]
+                           .to("cpu", torch.float64))
+        for n in names:
+            parts[n].append(store[n])
+    owner_t = torch.tensor(owner)
+    counts = torch.bincount(owner_t, minlength=len(batches)).to(torch.float64)[:, None]
+    out = []
+    for n in names:
+        x = torch.cat(parts[n])
+        out.append(torch.zeros(len(batches), x.shape[1], dtype=torch.float64).index_add_(0, owner_t, x) / counts)
+    return out[0], out[1]
+
+
+def second_moment(stats, layer: int, d_mlp: int) -> torch.Tensor:
+    """C [d_mlp, d_mlp] float64 from a KeyStats (its ``mom2``) or a tensor."""
+    if isinstance(stats, torch.Tensor):
+        c = stats
+    elif hasattr(stats, "mom2"):
+        if getattr(stats, "layer", layer) != layer:
+            raise ValueError(f"statistics of layer {stats.layer} given for layer {layer}")
+        c = stats.mom2
+    else:
+        raise ValueError(f"statistics for layer {layer} must be a KeyStats or a [d_mlp, d_mlp] tensor, got "
+                         f"{type(stats).__name__}")
+    if tuple(c.shape) != (d_mlp, d_mlp):
+        raise ValueError(f"second-moment matrix for layer {layer} has shape {tuple(c.shape)}; expected "
+                         f"{(d_mlp, d_mlp)}")
+    return c.to("cpu", torch.float64)
+
+
+def solve_layer(keys: torch.Tensor, mom2: torch.Tensor, weight: float, ridge: float = 0.0, *, layer=None
+                ) -> torch.Tensor:
+    """``K (λC + KᵀK + ridge I)⁻¹`` [n, d_mlp] in float64 (Cholesky: the matrix is symmetric positive definite
+    whenever C is); ``ΔW = Rᵀ`` times this."""
+    k = keys.to(torch.float64)
+    a = weight * mom2 + k.T @ k
+    if ridge:
+        a = a + ridge * torch.eye(a.shape[0], dtype=torch.float64)
+    chol, info = torch.linalg.cholesky_ex(a)
+    if int(info) != 0:
+        raise ValueError(f"λC + KᵀK at layer {layer} is not positive definite (λ={weight}): the key statistics "
+                         "are singular (fewer tokens than d_mlp, or dead units); use more mom2_n_tokens or "
+                         "mom2_ridge > 0")
+    return torch.cholesky_solve(k.T, chol).T
+
+
+def factor_product(resid: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
+    """``ΔW = Rᵀ A`` [d_model, d_mlp] float64 on one thread, so the bits do not depend on the thread count: a
+    saved edit re-applied in another process writes the same weights."""
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        return resid.to(torch.float64).T @ adj.to(torch.float64)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def updated(matrix: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+    """``W + ΔW`` in float64 on the CPU, rounded once to ``W``'s dtype (every MEMIT write goes through here)."""
+    return (matrix.detach().to("cpu", torch.float64) + delta).to(matrix.dtype)
+
+
+@contextlib.contextmanager
+def rollback(model, layers):
+    """Keep the down projections of ``layers``; any exception (KeyboardInterrupt included) inside puts every one
+    of them back bit for bit. Yields the kept originals {layer: CPU tensor}."""
+    originals = {l: model.mlp_out_matrix(l).detach().cpu().clone() for l in layers}
+    try:
+        yield originals
+    except BaseException:
+        with torch.no_grad():
+            for l, m in originals.items():
+                w = model.mlp_out_matrix(l)
+                w.copy_(m.to(w.device))
+        raise
+
+
+def spread(model, targets: Targets, layers: list[int], stats: dict, hp: MemitHparams, progress=None) -> dict:
+    """Stage 2 (see the module docstring): writes each layer's update in turn and returns, per layer, the factors
+    ``resid`` [n, d_model] and ``adj`` [n, d_mlp] (ΔW = residᵀ adj), the keys and the norms, plus the originals
+    and the written matrices. Any failure restores every layer (:func:`rollback`)."""
+    z_layer = layers[-1]
+    out = {"resid": {}, "adj": {}, "keys": {}, "norms": {}, "edited": {}}
+    with rollback(model, layers) as originals:
+        for j, layer in enumerate(layers):
+            notify(progress, stage="keys", layer=layer)
+            keys, h = subject_states(model, targets.batches, layer, z_layer)
+            resid = (targets.z - h) / (len(layers) - j)
+            notify(progress, stage="solve", layer=layer, error=float((targets.z - h).norm(dim=1).mean()))
+            adj = solve_layer(keys, stats[layer], hp.mom2_update_weight, hp.mom2_ridge, layer=layer)
+            delta = factor_product(resid, adj)
+            w = model.mlp_out_matrix(layer)
+            new = updated(originals[layer], delta)
+            with torch.no_grad():
+                w.copy_(new.to(w.device))
+            if not torch.isfinite(w).all():
+                raise FloatingPointError(f"the MEMIT update produced non-finite weights at layer {layer}")
+            notify(progress, stage="update", layer=layer)
+            w0 = float(originals[layer].double().norm())
+            out["resid"][layer], out["adj"][layer], out["keys"][layer], out["edited"][layer] = resid, adj, keys, new
+            out["norms"][layer] = {"update": float(delta.norm()), "weight": w0,
+                                   "relative_update": float(delta.norm()) / w0,
+                                   "residual_error_mean": float((targets.z - h).norm(dim=1).mean()),
+                                   "resid_mean": float(resid.norm(dim=1).mean()),
+                                   "key_norm_mean": float(keys.norm(dim=1).mean())}
+        _, h_final = subject_states(model, targets.batches, z_layer, z_layer)
+    out["originals"] = originals
+    out["z_error"] = ((targets.z - h_final).norm(dim=1) / (targets.z - targets.init).norm(dim=1)
+                      .clamp_min(1e-12)).tolist()
+    return out

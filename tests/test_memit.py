@@ -1,0 +1,281 @@
+"""MEMIT mass edits: the per-layer solve against an independent least-squares fit, the layer-by-layer writes,
+bit-exact revert / apply / save / load, rollback on failure, bad input, determinism, and real dev facts flipping.
+
+The mechanics run on 3-layer tiny models (both MLP orientations: Llama Linear, GPT-2 Conv1D; editable layers 0-1);
+the embedded model edits a few dev facts at once with a small key sample."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+import interp
+from interp.analyses.stats import mlp_key_second_moment, mlp_key_second_moments
+from interp.editing.evaluate import target_nll
+from interp.editing.facts import load_records
+from interp.editing.memit import MemitEdit, default_layers, load_memit_edit, memit_edit
+from interp.editing.memit_solve import as_requests
+
+FAST = {"v_steps": 6, "templates": ((5, 1),)}
+REQUESTS = [{"prompt": "{} is in the city of", "subject": "Tower", "target_new": " Rome"},
+            {"prompt": "{} plays the", "subject": "Anna", "target_new": " piano"},
+            {"prompt": "{} was born in", "subject": "Bob", "target_new": " Oslo"}]
+
+
+def matrices(model, layers) -> dict:
+    return {l: model.mlp_out_matrix(l).detach().cpu().clone() for l in layers}
+
+
+def same(model, saved: dict) -> bool:
+    return all(torch.equal(model.mlp_out_matrix(l).detach().cpu(), m) for l, m in saved.items())
+
+
+@pytest.fixture(scope="module", params=["llama", "gpt2"])
+def tiny3(request):
+    m = interp.load_tiny(request.param, seed=0, n_layers=3)
+    return m, mlp_key_second_moments(m, [0, 1], n_tokens=3000, cache=False, progress=False)
+
+
+@pytest.fixture(scope="module")
+def tiny_batch(tiny3):
+    """Three facts over layers 0-1 of a tiny model, reverted at the end of the module."""
+    m, stats = tiny3
+    before, digest = matrices(m, range(m.n_layers)), m.weights_digest()
+    e = memit_edit(m, REQUESTS, layers=[0, 1], stats=stats, **FAST)
+    yield m, stats, e, before, digest
+    if e.applied:
+        e.revert()
+    assert same(m, before) and m.weights_digest() == digest
+
+
+# ----------------------------------------------------------------------------------------------- the solve
+def test_one_fact_one_layer_is_the_least_squares_solution(tiny3):
+    """ΔW minimises |ΔW k - r|² + λ tr(ΔW C ΔWᵀ): solved here as an ordinary least-squares problem with the
+    stacked system [k; √λ C^½] ΔWᵀ = [r; 0], with k and r read from independent forwards of the unedited model."""
+    m, stats = tiny3
+    before = matrices(m, [1])
+    lam = 50.0
+    e = memit_edit(m, REQUESTS[:1], layers=[1], stats=stats, mom2_update_weight=lam, **FAST)
+    try:
+        written = matrices(m, [1])[1]
+    finally:
+        e.revert()
+    req = REQUESTS[0]
+    keys, resid = [], []
+    for tpl in e.templates:
+        text = tpl.replace("{}", req["prompt"]).replace("{}", req["subject"])
+        pos = m.to_tokens(text[: text.index(req["subject"]) + len(req["subject"])]).shape[1] - 1
+        c = m.cache(text, ["blocks.1.mlp.hook_post", "blocks.1.hook_resid_post"])
+        keys.append(c["blocks.1.mlp.hook_post"][0, pos].double())
+        resid.append(c["blocks.1.hook_resid_post"][0, pos].double())
+    k, h = torch.stack(keys).mean(0), torch.stack(resid).mean(0)
+    r = e.z[0].double() - h
+    assert torch.allclose(e.keys[1][0], k, rtol=1e-4, atol=1e-6)
+    evals, evecs = torch.linalg.eigh(stats[1].mom2)
+    c_half = evecs @ torch.diag(evals.clamp_min(0).sqrt()) @ evecs.T
+    a = torch.cat([k[None], math.sqrt(lam) * c_half])
+    b = torch.cat([r[None], torch.zeros(m.d_mlp, m.d_model, dtype=torch.float64)])
+    expected = torch.linalg.lstsq(a, b).solution.T                                  # [d_model, d_mlp]
+    # k and h come from other forwards (other batch shapes): they agree with the edit's to float32 noise
+    assert float((e.delta(1) - expected).norm() / expected.norm()) < 1e-4
+    assert torch.equal(written, (before[1].double() + e.delta(1)).to(written.dtype))
+    assert float(expected.norm()) > 0
+
+
+def test_every_layer_is_written_as_w_plus_its_delta(tiny_batch):
+    m, _, e, before, _ = tiny_batch
+    assert e.layers == [0, 1] and e.layer == 1 and e.applied and e.applied_model is m
+    for l in e.layers:
+        expected = (before[l].double() + e.resids[l].double().T @ e.adjs[l].double()).to(before[l].dtype)
+        assert torch.allclose(m.mlp_out_matrix(l).detach().cpu().double(), expected.double(), rtol=0, atol=1e-6)
+        assert torch.equal(m.mlp_out_matrix(l).detach().cpu(), (before[l].double() + e.delta(l)).to(before[l].dtype))
+        assert not torch.equal(m.mlp_out_matrix(l).detach().cpu(), before[l])
+    assert torch.equal(m.mlp_out_matrix(2).detach().cpu(), before[2])  # above the range: untouched
+    # the residual share of each layer: the last layer takes all the error left, the first half of it at the start
+    assert all(f["z_error"] < 1.0 for f in e.facts_info)
+
+
+def test_revert_and_reapply_are_bit_exact(tiny_batch):
+    m, _, e, before, digest = tiny_batch
+    edited = matrices(m, e.layers)
+    e.revert()
+    assert same(m, before) and m.weights_digest() == digest and not e.applied
+    with pytest.raises(ValueError, match="not applied"):
+        e.revert()
+    e.apply(m)
+    assert same(m, edited)
+    with pytest.raises(ValueError, match="already applied"):
+        e.apply(m)
+
+
+def test_save_load_round_trip(tiny_batch, tmp_path):
+    m, _, e, before, _ = tiny_batch
+    edited = matrices(m, e.layers)
+    path = e.save(tmp_path / "batch")
+    loaded = load_memit_edit(path)
+    assert loaded.layers == e.layers and loaded.requests == e.requests and loaded.fingerprint == e.fingerprint
+    for l in e.layers:
+        assert torch.equal(loaded.delta(l), e.delta(l))
+    e.revert()
+    try:
+        loaded.apply(m)
+        assert same(m, edited)
+        loaded.revert()
+        assert same(m, {l: before[l] for l in e.layers})
+    finally:
+        e.apply(m)
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 1
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="altered"):
+        load_memit_edit(path)
+    with pytest.raises(FileNotFoundError):
+        load_memit_edit(tmp_path / "nothing")
+
+
+def test_result_protocol(tiny_batch, tmp_path):
+    _, _, e, _, _ = tiny_batch
+    frame = e.to_frame()
+    assert len(frame) == len(REQUESTS) * len(e.layers)
+    assert {"nll_final", "clamp_bound", "key_norm", "resid_norm", "z_error"} <= set(frame.columns)
+    info = json.loads(json.dumps(e.to_json()))
+    assert info["layers"] == [0, 1] and len(info["facts_info"]) == 3 and info["applied"]
+    assert "3 fact(s)" in e.summary()
+    assert set(e.norms["layers"]) == {"0", "1"}
+    fig = e.plot(out=tmp_path / "memit.png")
+    assert (tmp_path / "memit.png").stat().st_size > 0 and len(fig.axes) == 2
+
+
+def test_refuses_another_model(tiny_batch):
+    _, _, e, _, _ = tiny_batch
+    other = interp.load_tiny("llama", seed=1, n_layers=3)
+    snapshot = matrices(other, [0, 1])
+    e2 = MemitEdit(requests=e.requests, layers=e.layers, resids=e.resids, adjs=e.adjs, keys=e.keys, z=e.z,
+                   hparams=e.hparams, seed=e.seed, templates=e.templates, fingerprint=e.fingerprint)
+    with pytest.raises(ValueError, match="fingerprint"):
+        e2.apply(other)
+    assert same(other, snapshot)
+
+
+# ----------------------------------------------------------------------------------------------- failures
+def test_failure_in_a_later_layer_leaves_every_weight_unchanged(tiny3):
+    m, stats = tiny3
+    before, digest = matrices(m, range(m.n_layers)), m.weights_digest()
+    # layer 1's statistics are singular: λC + KᵀK has rank 1, so its solve fails after layer 0 was written
+    bad = {0: stats[0], 1: torch.zeros(m.d_mlp, m.d_mlp, dtype=torch.float64)}
+    with pytest.raises(ValueError, match="not positive definite"):
+        memit_edit(m, REQUESTS[:1], layers=[0, 1], stats=bad, **FAST)
+    assert same(m, before) and m.weights_digest() == digest
+
+    def interrupt(event):
+        if event.get("stage") == "update" and event.get("layer") == 0:
+            assert not torch.equal(m.mlp_out_matrix(0).detach().cpu(), before[0])  # layer 0 is written by now
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        memit_edit(m, REQUESTS[:1], layers=[0, 1], stats=stats, progress=interrupt, **FAST)
+    assert same(m, before) and m.weights_digest() == digest
+
+
+def test_apply_failing_in_a_later_layer_restores_the_earlier_ones(tiny_batch):
+    m, _, e, _, _ = tiny_batch
+    current = matrices(m, range(m.n_layers))
+    resids = dict(e.resids)
+    resids[1] = resids[1].clone()
+    resids[1][0, 0] = float("nan")
+    broken = MemitEdit(requests=e.requests, layers=e.layers, resids=resids, adjs=e.adjs, keys=e.keys, z=e.z,
+                       hparams=e.hparams, seed=e.seed, templates=e.templates, fingerprint=e.fingerprint)
+    e.revert()
+    try:
+        reverted = matrices(m, range(m.n_layers))
+        with pytest.raises(FloatingPointError, match="layer 1"):
+            broken.apply(m)
+        assert same(m, reverted) and not broken.applied
+    finally:
+        e.apply(m)
+    assert same(m, current)
+
+
+def test_bad_input(tiny3):
+    m, stats = tiny3
+    before = matrices(m, range(m.n_layers))
+    dup = [REQUESTS[0], {**REQUESTS[1], "subject": "Tower", "case_id": "c7"}]
+    with pytest.raises(ValueError, match=r"'Tower'.*record 0.*' Rome'.*record 1.*'c7'.*' piano'"):
+        memit_edit(m, dup, layers=[0, 1], stats=stats)
+    for layers in ([0, 2], [1, 0], [2], [-1], [], [0, 0], "01", [0.5]):
+        with pytest.raises(ValueError, match=r"allowed: consecutive increasing MLP layers within 0\.\.1"):
+            memit_edit(m, REQUESTS, layers=layers, stats=stats)
+    many = [{"prompt": "{} is in", "subject": f"S{i}", "target_new": " x"} for i in range(m.d_mlp + 1)]
+    with pytest.raises(ValueError, match=rf"{m.d_mlp + 1} facts .* d_mlp={m.d_mlp}.*linearly dependent"):
+        memit_edit(m, many, layers=[0, 1], stats=stats)
+    with pytest.raises(ValueError, match="unknown MEMIT hyperparameter"):
+        memit_edit(m, REQUESTS, layers=[0, 1], stats=stats, v_stepz=3)
+    with pytest.raises(ValueError, match=r"no statistics for layer\(s\) \[1\]"):
+        memit_edit(m, REQUESTS, layers=[0, 1], stats={0: stats[0]})
+    with pytest.raises(ValueError, match="missing keys"):
+        memit_edit(m, [{"prompt": "{} is", "subject": "A"}], layers=[0, 1], stats=stats)
+    with pytest.raises(ValueError, match="no '\\{\\}'"):
+        memit_edit(m, [{"prompt": "Tower is", "subject": "Tower", "target_new": " x"}], layers=[0, 1], stats=stats)
+    assert same(m, before)
+    # the same subject twice with the same target is one fact asked twice: allowed
+    assert len(as_requests([REQUESTS[0], dict(REQUESTS[0])])) == 2
+
+
+def test_moe_and_post_norm_models_are_refused():
+    with pytest.raises(ValueError, match="mixtures of .* experts"):
+        memit_edit(interp.load_tiny("mixtral", seed=0, n_layers=3), REQUESTS, layers=[0, 1])
+    with pytest.raises(ValueError, match="post-feedforward norm"):
+        memit_edit(interp.load_tiny("gemma3", seed=0, n_layers=3), REQUESTS, layers=[0, 1])
+
+
+def test_same_seed_same_edit(tiny3):
+    m, stats = tiny3
+    a = memit_edit(m, REQUESTS[:2], layers=[0, 1], stats=stats, seed=3, **FAST)
+    a.revert()
+    b = memit_edit(m, REQUESTS[:2], layers=[0, 1], stats=stats, seed=3, **FAST)
+    b.revert()
+    assert a.templates == b.templates
+    for l in (0, 1):
+        assert torch.equal(a.resids[l], b.resids[l]) and torch.equal(a.adjs[l], b.adjs[l])
+
+
+def test_multi_layer_statistics_equal_the_single_layer_scans():
+    m = interp.load_tiny("llama", seed=4, n_layers=3)  # unedited (the module's tiny models carry an edit now)
+    stats = mlp_key_second_moments(m, [1, 0], n_tokens=3000, cache=False, progress=False)
+    assert sorted(stats) == [0, 1]
+    for l in (0, 1):
+        one = mlp_key_second_moment(m, l, n_tokens=3000, cache=False, progress=False)
+        assert torch.equal(one.moment_sum, stats[l].moment_sum) and one.count == stats[l].count == 3000
+
+
+# ----------------------------------------------------------------------------------------------- the real model
+def test_dev_facts_flip_on_the_embedded_model(embedded):
+    facts = load_records(split="dev")[:4]
+    layers = default_layers(embedded)[-3:]  # the last three of the chosen range: a cheaper statistics scan
+    stats = mlp_key_second_moments(embedded, layers, n_tokens=2500, cache=False, progress=False)
+
+    def probs():  # [fact, (P(new), P(true))] on the rewrite prompts, from the evaluation's own scorer
+        nll = target_nll(embedded, [f.text for f in facts] * 2,
+                         [f.target_new for f in facts] + [f.target_true for f in facts])
+        return torch.exp(-nll).reshape(2, -1).T
+
+    before = probs()
+    saved, digest = matrices(embedded, layers), embedded.weights_digest()
+    e = memit_edit(embedded, facts, layers=layers, stats=stats, v_steps=12, templates=((5, 1),), mom2_ridge=1e-4)
+    try:
+        after = probs()
+    finally:
+        e.revert()
+    assert same(embedded, saved) and embedded.weights_digest() == digest
+    assert (before[:, 1] > before[:, 0]).all(), before  # the model knew the true answers
+    assert (after[:, 0] > after[:, 1]).all(), (after, e.facts_info)
+
+
+def test_default_layers_and_facade(embedded):
+    chosen = json.loads((Path(__file__).parents[1] / "data" / "memit_layers.json").read_text())
+    assert default_layers(embedded) == chosen["chosen_layers"]
+    assert default_layers(embedded)[-1] <= embedded.n_layers - 2
+    assert interp.memit.edit is memit_edit and interp.memit.load is load_memit_edit
+    assert all(hasattr(interp.memit, name) for name in interp.memit.__all__)

@@ -17,7 +17,7 @@ from ..editing.compare import compare_edit
 from ..editing.eval_measure import measure_probs
 from ..editing.evaluate import DEMO_PROMPTS, EDITORS, compare_completions, evaluate
 from ..editing.facts import check_prompt, check_target, load_records, records_file
-from ..editing.ft import FT_DEFAULTS, ft_edit
+from ..editing.ft import ft_edit, ft_hparams
 from ..editing.memit import memit_edit
 from ..editing.memit_solve import MemitHparams
 from ..editing.rome import RomeHparams, default_layer, edit
@@ -94,12 +94,6 @@ def parse_hparams(items) -> dict:
     return out
 
 
-def _check_ft_hparams(hparams: dict) -> None:
-    bad = sorted(set(hparams) - set(FT_DEFAULTS))
-    if bad:
-        raise ValueError(f"unknown FT-L hyperparameter(s) {bad}; allowed: {sorted(FT_DEFAULTS)}")
-
-
 def editor_hparams(editor: str, mom2_tokens: int, extra: dict) -> dict:
     """The keyword overrides ``editor`` gets from the flags, checked (ValueError) before any model loads."""
     if editor == "rome":
@@ -110,7 +104,7 @@ def editor_hparams(editor: str, mom2_tokens: int, extra: dict) -> dict:
         MemitHparams.make(**{k: v for k, v in hp.items() if k != "layers"})
     elif editor == "ft":
         hp = dict(extra)
-        _check_ft_hparams(hp)
+        ft_hparams(hp)
     else:
         raise ValueError(f"editor {editor!r} not known; allowed: {', '.join(EDITORS)}")
     return hp

@@ -13,11 +13,14 @@ for a line per event on stderr, or None for silence (:func:`notify`).
 from __future__ import annotations
 
 import contextlib
+import json
 import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
+from ..core import paths
 from ..core.progress import emit
 from ..core.results import Result
 
@@ -149,3 +152,49 @@ def mlp_out_apply(model, layer: int, hidden: torch.Tensor) -> torch.Tensor:
     """What the down projection outputs for hidden vectors [..., d_mlp], in float64: ``h @ M.T + b``."""
     m = model.mlp_out_matrix(layer).detach().to("cpu", torch.float64)
     return hidden.to("cpu", torch.float64) @ m.T + mlp_out_bias(model, layer)
+
+
+# ============================================================================================ edit files
+def edit_file_paths(path) -> tuple[Path, Path]:
+    """``(<path>.safetensors, <path>.json)``; ``path`` may name either file or their common stem."""
+    p = Path(path)
+    if p.suffix in (".safetensors", ".json"):
+        p = p.with_suffix("")
+    return p.with_name(p.name + ".safetensors"), p.with_name(p.name + ".json")
+
+
+def write_edit_files(path, tensors: dict, fmt: str, fields: dict) -> Path:
+    """Write ``tensors`` to ``<path>.safetensors`` and ``fields`` (plus the format and the tensor file's sha256)
+    to ``<path>.json``; returns the .safetensors path."""
+    from safetensors.torch import save_file
+
+    tensors_path, meta_path = edit_file_paths(path)
+    tensors_path.parent.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tensors_path),
+              metadata={"format": fmt})
+    meta = {"format": fmt, "tensors": tensors_path.name, "sha256": paths.file_sha256(tensors_path), **fields}
+    meta_path.write_text(json.dumps(meta, indent=1))
+    return tensors_path
+
+
+def read_edit_files(path, fmt: str, what: str) -> tuple[dict, dict]:
+    """``(metadata, tensors)`` of an edit written by :func:`write_edit_files` in format ``fmt``; a missing file,
+    invalid JSON, another format or a tensor file whose sha256 differs from the recorded one is refused."""
+    from safetensors.torch import load_file
+
+    tensors_path, meta_path = edit_file_paths(path)
+    for p in (meta_path, tensors_path):
+        if not p.is_file():
+            raise FileNotFoundError(f"saved {what} file {str(p)!r} does not exist (an edit is a .safetensors file "
+                                    "plus a .json file of the same name)")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"edit metadata {str(meta_path)!r} is not valid JSON ({e.msg})") from None
+    if meta.get("format") != fmt:
+        raise ValueError(f"{str(meta_path)!r} is not an interp {what} (format {meta.get('format')!r})")
+    digest = paths.file_sha256(tensors_path)
+    if digest != meta.get("sha256"):
+        raise ValueError(f"edit tensors {str(tensors_path)!r} were altered: sha256 {digest[:16]}... does not match "
+                         f"{str(meta.get('sha256'))[:16]}... recorded in {meta_path.name}; refusing to load")
+    return meta, load_file(str(tensors_path))

@@ -48,7 +48,7 @@ from .eval_measure import (drift_set, drift_texts, fact_probs, fact_scores, gene
                            lens_rows, measure, measure_probs, ngram_entropy, score_prompts, target_nll, text_nll)
 from .eval_report import SCORES, EvalResult, LensBeforeAfter, diagnose
 from .facts import Fact, as_fact
-from .ft import FT_DEFAULTS, ft_edit
+from .ft import ft_edit, ft_hparams
 from .memit import default_layers, memit_edit
 from .memit_solve import MemitHparams
 from .rome import default_layer, edit, hparams_for, key_stats
@@ -93,10 +93,7 @@ def make_editor(model, editor, layer: int, seed: int = 0, stats=None, hparams: d
                       one=lambda fact: edit(model, fact.prompt, fact.subject, fact.target_new, layer, seed=seed,
                                             stats=stats, **hp))
     if editor == "ft":
-        bad = sorted(set(hp) - set(FT_DEFAULTS))
-        if bad:
-            raise ValueError(f"unknown FT-L hyperparameter(s) {bad}; allowed: {sorted(FT_DEFAULTS)}")
-        return Editor("ft", [layer], {**FT_DEFAULTS, **hp},
+        return Editor("ft", [layer], ft_hparams(hp),
                       one=lambda fact: ft_edit(model, fact.prompt, fact.subject, fact.target_new, layer, seed=seed,
                                                **hp))
     if editor == "memit":

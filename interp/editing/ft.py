@@ -66,6 +66,14 @@ class FTEdit(WeightEdit):
 FT_DEFAULTS = {"steps": 25, "lr": 5e-4, "norm_constraint": 1e-2, "loss_stop": 1e-2}
 
 
+def ft_hparams(overrides: dict) -> dict:
+    """:data:`FT_DEFAULTS` with ``overrides``; an unknown name is refused, listing the allowed ones."""
+    bad = sorted(set(overrides) - set(FT_DEFAULTS))
+    if bad:
+        raise ValueError(f"unknown FT-L hyperparameter(s) {bad}; allowed: {sorted(FT_DEFAULTS)}")
+    return {**FT_DEFAULTS, **overrides}
+
+
 def ft_edit(model, prompt: str, subject: str, target: str, layer: int | None = None, *, seed: int = 0,
             progress=None, **hparams) -> FTEdit:
     """FT-L: Adam on a dense update ``D`` of ``blocks.{layer}``'s down projection to lower the target NLL on the
@@ -73,10 +81,7 @@ def ft_edit(model, prompt: str, subject: str, target: str, layer: int | None = N
     paper's constrained fine-tuning, same layer as ROME). ``D`` is applied through a hook while optimizing and
     written into the weight once at the end (an interrupt leaves the weights unchanged)."""
     t0 = time.perf_counter()
-    bad = sorted(set(hparams) - set(FT_DEFAULTS))
-    if bad:
-        raise ValueError(f"unknown FT-L hyperparameter(s) {bad}; allowed: {sorted(FT_DEFAULTS)}")
-    hp = {**FT_DEFAULTS, **hparams}
+    hp = ft_hparams(hparams)
     check_prompt(prompt, subject)
     check_target(target)
     layer = default_layer(model) if layer is None else model.check_layer(layer)

@@ -11,7 +11,6 @@ the CPU with ``ΔW`` computed on one thread, so apply / revert / save / load / a
 
 from __future__ import annotations
 
-import json
 import time
 import types
 import weakref
@@ -21,10 +20,9 @@ from pathlib import Path
 import torch
 
 from ..analyses.stats import mlp_key_second_moments
-from ..core import paths as _paths
 from ..core.caches import model_cache
 from ..core.results import new_figure, save_fig
-from .base import WeightEdit, notify
+from .base import WeightEdit, notify, read_edit_files, write_edit_files
 from .memit_solve import (
     MemitHparams,
     as_requests,
@@ -148,19 +146,10 @@ class MemitEdit(WeightEdit):
     def save(self, path) -> Path:
         """Factors, keys and targets to ``<path>.safetensors``; metadata with the tensor file's sha256 to
         ``<path>.json``. Returns the .safetensors path."""
-        from safetensors.torch import save_file
-
-        tensors_path, meta_path = _paths_of(path)
-        tensors_path.parent.mkdir(parents=True, exist_ok=True)
         tensors = {"z": self.z}
         for l in self.layers:
             tensors.update({f"resid.{l}": self.resids[l], f"adj.{l}": self.adjs[l], f"key.{l}": self.keys[l]})
-        save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tensors_path),
-                  metadata={"format": FORMAT})
-        meta = {"format": FORMAT, "tensors": tensors_path.name, "sha256": _paths.file_sha256(tensors_path),
-                **self.to_dict()}
-        meta_path.write_text(json.dumps(meta, indent=1))
-        return tensors_path
+        return write_edit_files(path, tensors, FORMAT, self.to_dict())
 
     # ------------------------------------------------------------------ Result interface
     def summary(self) -> str:
@@ -205,37 +194,13 @@ class MemitEdit(WeightEdit):
 def load_memit_edit(path) -> MemitEdit:
     """Read an edit written by :meth:`MemitEdit.save` (the .safetensors or the .json path); a tensor file whose
     sha256 differs from the recorded one is refused."""
-    from safetensors.torch import load_file
-
-    tensors_path, meta_path = _paths_of(path)
-    for p in (meta_path, tensors_path):
-        if not p.is_file():
-            raise FileNotFoundError(f"saved MEMIT edit file {str(p)!r} does not exist (an edit is a .safetensors "
-                                    "file plus a .json file of the same name)")
-    try:
-        meta = json.loads(meta_path.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"edit metadata {str(meta_path)!r} is not valid JSON ({e.msg})") from None
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{str(meta_path)!r} is not an interp MEMIT edit (format {meta.get('format')!r})")
-    digest = _paths.file_sha256(tensors_path)
-    if digest != meta.get("sha256"):
-        raise ValueError(f"edit tensors {str(tensors_path)!r} were altered: sha256 {digest[:16]}... does not match "
-                         f"{str(meta.get('sha256'))[:16]}... recorded in {meta_path.name}; refusing to load")
-    t = load_file(str(tensors_path))
+    meta, t = read_edit_files(path, FORMAT, "MEMIT edit")
     layers = [int(l) for l in meta["layers"]]
     return MemitEdit(requests=meta["requests"], layers=layers, resids={l: t[f"resid.{l}"] for l in layers},
                      adjs={l: t[f"adj.{l}"] for l in layers}, keys={l: t[f"key.{l}"] for l in layers}, z=t["z"],
                      hparams=meta["hparams"], seed=int(meta["seed"]), templates=meta["templates"],
                      fingerprint=meta["fingerprint"], facts_info=meta.get("facts_info", []),
                      norms=meta.get("norms", {}), timings=meta.get("timings", {}), losses=meta.get("losses", []))
-
-
-def _paths_of(path) -> tuple[Path, Path]:
-    p = Path(path)
-    if p.suffix in (".safetensors", ".json"):
-        p = p.with_suffix("")
-    return p.with_name(p.name + ".safetensors"), p.with_name(p.name + ".json")
 
 
 # ============================================================================================ layers and statistics

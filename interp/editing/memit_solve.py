@@ -20,7 +20,7 @@ their spread over a range of MLP layers. :mod:`interp.editing.memit` builds the 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from itertools import pairwise
 
 import torch
@@ -30,53 +30,19 @@ from ..core.hooks import capture
 from ..core.inputs import pad_rows
 from .base import notify
 from .facts import Fact, as_fact, check_prompt, check_target
-from .rome import edit_batch, optimize_delta
+from .rome import RomeHparams, edit_batch, optimize_delta
 
 
 @dataclass(frozen=True)
-class MemitHparams:
+class MemitHparams(RomeHparams):
     """MEMIT hyperparameters (names follow the reference code; values its GPT-J / GPT-2 XL ones, except λ and the
-    layers, chosen on the dev split: data/memit_layers.json)."""
+    layers, chosen on the dev split: data/memit_layers.json). The v* settings and their checks are ROME's."""
     templates: tuple = ((10, 5),)           # (tokens, count) of sampled context prefixes besides "{}" (paper: 5 x 10)
-    v_steps: int = 20                       # Adam steps on delta (GPT-2 XL 20, GPT-J 25)
-    v_lr: float = 0.5
-    v_loss_stop: float = 0.05
-    v_weight_decay: float = 0.5             # * |delta| / |h|^2
     clamp_norm_factor: float = 0.75         # |delta| <= factor * |h| (the residual at the last layer)
-    kl_factor: float = 0.0625
-    kl_prompt: str = "{} is a"
     mom2_update_weight: float = 5000.0      # λ in λ C + K Kᵀ (dev: 5000 > 15000 > 50000; GPT-J 15000, GPT-2 XL 20000)
-    mom2_n_tokens: int = 100_000            # Wikipedia tokens in each C
-    mom2_ridge: float = 0.0                 # + ridge * I, absolute (for a C from few tokens)
 
-    @classmethod
-    def make(cls, **overrides) -> MemitHparams:
-        known = {f.name for f in fields(cls)}
-        bad = sorted(set(overrides) - known)
-        if bad:
-            raise ValueError(f"unknown MEMIT hyperparameter(s) {bad}; allowed: {sorted(known)}")
-        if "templates" in overrides:
-            overrides["templates"] = tuple((int(n), int(c)) for n, c in overrides["templates"])
-        hp = cls(**overrides)
-        for name in ("v_steps", "mom2_n_tokens"):
-            if int(getattr(hp, name)) < 1:
-                raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: >= 1")
-        for name in ("v_lr", "clamp_norm_factor", "mom2_update_weight"):
-            if not getattr(hp, name) > 0:
-                raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: > 0")
-        for name in ("v_weight_decay", "kl_factor", "mom2_ridge", "v_loss_stop"):
-            if not getattr(hp, name) >= 0:
-                raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: >= 0")
-        if any(n < 2 or c < 0 for n, c in hp.templates):
-            raise ValueError(f"templates={hp.templates!r}; allowed: pairs (tokens >= 2, count >= 0)")
-        if hp.kl_prompt.count("{}") != 1:
-            raise ValueError(f"kl_prompt {hp.kl_prompt!r} must contain exactly one '{{}}'")
-        return hp
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["templates"] = [list(t) for t in self.templates]
-        return d
+    KIND = "MEMIT"
+    POSITIVE = (*RomeHparams.POSITIVE, "mom2_update_weight")
 
 
 # ============================================================================================ input checks

@@ -27,7 +27,6 @@ by the clamp. An edit can therefore not be larger than ``|delta| |C^-1 k*| / (k*
 
 from __future__ import annotations
 
-import json
 import time
 import types
 from dataclasses import asdict, dataclass, fields
@@ -39,12 +38,11 @@ import torch
 from ..analyses.stats import mlp_key_second_moment
 from ..analyses.trace_facts import trace_facts
 from ..core import arch, moe
-from ..core import paths as _paths
 from ..core.caches import model_cache
 from ..core.generation import sample_text, selected_logits
 from ..core.inputs import pad_rows
 from ..core.results import new_figure, save_fig
-from .base import WeightEdit, frozen_params, mlp_out_bias, notify, write_matrix
+from .base import WeightEdit, frozen_params, mlp_out_bias, notify, read_edit_files, write_edit_files, write_matrix
 from .facts import check_prompt, check_target, load_records
 
 # The edit layer for the embedded SmolLM2-135M-Instruct and for Gemma 3 270M (keyed by fingerprint). Chosen on
@@ -57,6 +55,7 @@ DEFAULT_LAYERS = types.MappingProxyType({"b6b4e20b-538090432": 4, "99115288-1072
 # 44 at clamp 4, 82 at clamp 1; data/rome_layer_gemma.json).
 MODEL_HPARAMS = types.MappingProxyType({"99115288-1072419280": types.MappingProxyType({"clamp_norm_factor": 1.0})})
 
+FORMAT = "interp.rome.Edit/1"  # the saved edit files' format tag
 TEMPLATE_PREFIXES = ("The", "Therefore", "Because", "I", "You")
 
 
@@ -82,23 +81,27 @@ class RomeHparams:
     mom2_n_tokens: int = 100_000            # Wikipedia tokens in C = E[k k^T]
     mom2_ridge: float = 0.0                 # C + ridge * I when solving
 
+    # Not fields: what the checks of make() call the editor, and which settings must be > 0 (subclasses add theirs).
+    KIND = "ROME"
+    POSITIVE = ("v_lr", "clamp_norm_factor")
+
     @classmethod
     def make(cls, **overrides) -> "RomeHparams":
         known = {f.name for f in fields(cls)}
         bad = sorted(set(overrides) - known)
         if bad:
-            raise ValueError(f"unknown ROME hyperparameter(s) {bad}; allowed: {sorted(known)}")
+            raise ValueError(f"unknown {cls.KIND} hyperparameter(s) {bad}; allowed: {sorted(known)}")
         if "templates" in overrides:
             overrides["templates"] = tuple((int(n), int(c)) for n, c in overrides["templates"])
         hp = cls(**overrides)
         for name in ("v_steps", "mom2_n_tokens"):
             if int(getattr(hp, name)) < 1:
                 raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: >= 1")
-        for name in ("v_lr", "clamp_norm_factor"):
+        for name in cls.POSITIVE:
             if not getattr(hp, name) > 0:
                 raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: > 0")
         for name in ("v_weight_decay", "kl_factor", "mom2_ridge", "v_loss_stop"):
-            if getattr(hp, name) < 0:
+            if not getattr(hp, name) >= 0:
                 raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: >= 0")
         if any(n < 2 or c < 0 for n, c in hp.templates):
             raise ValueError(f"templates={hp.templates!r}; allowed: pairs (tokens >= 2, count >= 0)")
@@ -148,16 +151,8 @@ class Edit(WeightEdit):
     def save(self, path) -> Path:
         """Write the factors to ``<path>.safetensors`` and metadata (with the tensor file's sha256) to
         ``<path>.json``; returns the .safetensors path."""
-        from safetensors.torch import save_file
-
-        tensors_path, meta_path = _edit_paths(path)
-        tensors_path.parent.mkdir(parents=True, exist_ok=True)
-        tensors = {k: getattr(self, k).detach().cpu().contiguous() for k in ("u", "v", "key", "value")}
-        save_file(tensors, str(tensors_path), metadata={"format": "interp.rome.Edit/1"})
-        meta = {"format": "interp.rome.Edit/1", "tensors": tensors_path.name,
-                "sha256": _sha256(tensors_path), **self.to_dict()}
-        meta_path.write_text(json.dumps(meta, indent=1))
-        return tensors_path
+        return write_edit_files(path, {k: getattr(self, k) for k in ("u", "v", "key", "value")}, FORMAT,
+                                self.to_dict())
 
     # ------------------------------------------------------------------ Result interface
     def summary(self) -> str:
@@ -204,39 +199,11 @@ def rank_one_update(matrix: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> t
 def load_edit(path) -> Edit:
     """Read an edit written by :meth:`Edit.save` (``path`` = the .safetensors or the .json). A tensor file whose
     sha256 differs from the one recorded is refused."""
-    from safetensors.torch import load_file
-
-    tensors_path, meta_path = _edit_paths(path)
-    for p in (meta_path, tensors_path):
-        if not p.is_file():
-            raise FileNotFoundError(f"saved edit file {str(p)!r} does not exist (an edit is a .safetensors file "
-                                    "plus a .json file of the same name)")
-    try:
-        meta = json.loads(meta_path.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"edit metadata {str(meta_path)!r} is not valid JSON ({e.msg})") from None
-    if meta.get("format") != "interp.rome.Edit/1":
-        raise ValueError(f"{str(meta_path)!r} is not an interp ROME edit (format {meta.get('format')!r})")
-    digest = _sha256(tensors_path)
-    if digest != meta.get("sha256"):
-        raise ValueError(f"edit tensors {str(tensors_path)!r} were altered: sha256 {digest[:16]}... does not match "
-                         f"{str(meta.get('sha256'))[:16]}... recorded in {meta_path.name}; refusing to load")
-    t = load_file(str(tensors_path))
+    meta, t = read_edit_files(path, FORMAT, "ROME edit")
     return Edit(request=meta["request"], layer=int(meta["layer"]), u=t["u"], v=t["v"], key=t["key"],
                 value=t["value"], hparams=meta["hparams"], seed=int(meta["seed"]), templates=meta["templates"],
                 fingerprint=meta["fingerprint"], norms=meta.get("norms", {}), timings=meta.get("timings", {}),
                 losses=meta.get("losses", []))
-
-
-def _edit_paths(path) -> tuple[Path, Path]:
-    p = Path(path)
-    if p.suffix in (".safetensors", ".json"):
-        p = p.with_suffix("")
-    return p.with_name(p.name + ".safetensors"), p.with_name(p.name + ".json")
-
-
-def _sha256(path: Path) -> str:
-    return _paths.file_sha256(path)
 
 
 # ============================================================================================ edit

@@ -3,9 +3,10 @@
     e = interp.rome.edit(model, "{} is located in the city of", "The Eiffel Tower", " Rome")
     e.revert(); with model.edited(e): ...
     res = interp.rome.evaluate(model, interp.rome.load_records(split="dev")[:10], baseline="ft")
+    seq = interp.rome.sequential_edits(model, interp.rome.load_records(split="test")[:100], "rome")
 
 The code lives in :mod:`interp.editing` (protocol in ``base``, ROME in ``rome``, FT-L in ``ft``, measurements in
-``evaluate``, one edit before / after in ``compare``, records in ``facts``) and text generation in
+``evaluate``, one edit before / after in ``compare``, many edits in ``scale``, records in ``facts``) and text generation in
 :mod:`interp.core.generation`; this module only names them. The ``edit`` / ``eval-edits`` commands and the demo
 are in :mod:`interp.cli.edit`.
 """
@@ -24,6 +25,7 @@ from .editing.memit import MemitEdit, load_memit_edit, memit_edit
 from .editing.memit_solve import MemitHparams
 from .editing.rome import (DEFAULT_LAYERS, TEMPLATE_PREFIXES, Edit, RomeHparams, context_templates, default_layer,
                            edit, key_stats, load_edit, rank_one_update, subject_last_index)
+from .editing.scale import ScaleResult, mass_table, plot_mass, sequential_edits
 
 compare = compare_edit  # interp.rome.compare(model, edit, record): completions and target probabilities, before/after
 
@@ -37,4 +39,4 @@ __all__ = ["DEFAULT_LAYERS", "DEMO_PROMPTS", "DriftSet", "EDITORS", "Edit", "Edi
            "frozen_params", "ft_edit", "generation_entropy", "key_stats", "lens_before_after", "lens_rows",
            "load_edit", "load_records", "mlp_out_apply", "mlp_out_bias", "model_edited", "ngram_entropy",
            "rank_one_update", "sample_text", "selected_logits", "subject_last_index", "target_nll", "text_nll",
-           "with_and_without", "write_matrix"]
+           "with_and_without", "write_matrix", "ScaleResult", "mass_table", "plot_mass", "sequential_edits"]

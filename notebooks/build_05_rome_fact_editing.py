@@ -67,6 +67,42 @@ MLPs give +0.031 (layer 21) and +0.011 (layer 24). Replacement halves the larges
 corrupted run is an ordinary prompt that actively says *Rome*, so one restored token has a real competitor,
 where noise only blurs the subject. The choice of replacement matters too: the built-in seeded pick, *The Sydney Opera House*
 (→ *Sydney* at 0.955), leaves almost nothing to restore (largest MLP effect +0.012)."""),
+    ("md", """### Where to edit: the trace's peak token or the subject's last token?
+
+So the trace puts this fact's MLP effect on *iffel*, while ROME writes at *Tower*, where the effect is almost
+nil — and the edit below still works. The two questions differ: the trace asks where the *stored* fact can be
+restored after the subject is blurred; an edit needs a place where a *new* value, written into one MLP, is read by
+the later layers on the way to the answer. Hase et al. (2023, "Does localization inform editing?") found on GPT-J
+that the trace's location hardly predicts which layer edits best. Here the question is the token. Measured on dev
+records only (`data/edit_position.py` → `data/edit_position.json`): a 10-sample noise trace of each record's
+rewrite prompt (MLP restorations, window 10, at every subject token); then ROME at layer 4 at the subject token
+where the trace peaks and at the last subject token, everything else equal."""),
+    ("code", """import json
+from pathlib import Path
+
+pos = json.loads(Path("../data/edit_position.json").read_text())
+agg = pos["aggregates"]
+keys = ["efficacy_score", "paraphrase_score", "neighborhood_score", "efficacy_acc", "paraphrase_acc",
+        "neighborhood_acc"]
+print(f"{pos['n_records']} dev records; the trace peaks at another subject token than the last in "
+      f"{pos['n_peak_not_last']} of them")
+pd.DataFrame({f"{rule} ({subset})": {k: f"{agg[f'{rule}_{subset}'][k]['mean']:.1f}" for k in keys}
+              for subset in ("all", "differ") for rule in ("last", "peak")})"""),
+    ("code", """pd.DataFrame([{"subject": r["subject"], "peak token": r["tokens"][r["peak_token"]], "peak layer": r["peak_layer"],
+               "peak effect": round(r["peak_effect"], 3), "best effect at the last token":
+               round(r["last_token_best_effect"], 3), "PS last": round(r["last"]["paraphrase_score"], 1),
+               "PS peak": round(r["peak"]["paraphrase_score"], 1), "NS last": round(r["last"]["neighborhood_score"], 1),
+               "NS peak": round(r["peak"]["neighborhood_score"], 1)}
+              for r in pos["records"] if r["peak_token"] != len(r["tokens"]) - 1])"""),
+    ("md", """On these 20 dev records the trace peaks at the last subject token in 16; on the four where it peaks
+elsewhere (*Walk* of The Hollywood Walk of Fame, *ã* of The Maracanã Stadium, *Golden* of The Golden Temple,
+*ell* of The Gallerie dell'Accademia) both rules flip every rewrite prompt and every paraphrase (success form),
+and the neighbourhood scores differ by a few points either way (93.7 last vs 91.0 peak; strict 25.9 vs 29.4) —
+four records, so no difference that means anything. Over all 20 the two rules are within two points on every
+score.
+The last subject token stays the default: it is as good and needs no trace per edit (a trace costs more than the
+edit). The study is small because the machine was shared by
+five runs; `--start 20 --n 40 --merge data/edit_position.json` extends it."""),
     ("md", "## 2 · Edit: one rank-one update at the edit layer"),
     ("code", """stats = mlp_key_second_moment(model, LAYER, n_tokens=5_000, progress=False)   # small sample: fast
 print(stats.summary())

@@ -314,6 +314,24 @@ def test_subject_last_index_matches_prefix_tokenization(embedded):
     assert embedded.to_str_tokens(text)[rome.subject_last_index(embedded, text, end)] == " Tower"
 
 
+def test_subject_token_picks_the_edited_subject_token(embedded):
+    """``subject_token`` counts in the subject's own tokens ("The", " E", "iffel", " Tower"), in every context
+    template and in the KL prompt alike; out of range it is refused with the subject's token count."""
+    from interp.editing.rome import edit_batch
+
+    ids = embedded.target_tokens(" Rome")
+    want = {-1: " Tower", 0: "The", 2: "iffel", -2: "iffel"}
+    for which, tok in want.items():
+        b = edit_batch(embedded, "{} is located in the city of", "The Eiffel Tower", ids,
+                       ["{}", "Then we left. {}"], "{} is a", which)
+        got = [embedded.tokenizer.decode([int(b.tokens[r, int(p)])]).strip() for r, p in enumerate(b.subject_pos)]
+        assert got == [tok.strip()] * 3, (which, got)
+    with pytest.raises(ValueError, match=r"subject_token=4; allowed: -4\.\.3 \('The Eiffel Tower' is 4 token"):
+        edit_batch(embedded, "{} is located in the city of", "The Eiffel Tower", ids, ["{}"], "{} is a", 4)
+    with pytest.raises(ValueError, match="subject_token=1.5; allowed: an integer"):
+        rome.RomeHparams.make(subject_token=1.5)
+
+
 # ----------------------------------------------------------------------------------------------- records
 def _record(**over):
     rec = dict(case_id=1, relation="r", split="dev", prompt="{} is in", subject="X", target_true=" A",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from ..core import paths
+from ..core import moe, paths
 from ..core.progress import emit
 from ..core.results import Result
 
@@ -80,6 +80,18 @@ class WeightEdit(Result):
     def applied_to(self, model):
         """Context manager: apply (unless already applied to ``model``) and always revert on exit."""
         return model_edited(model, self)
+
+
+def check_dense_mlps(model, editor: str, why: str) -> None:
+    """An editor that writes one down projection per layer needs MLPs, and dense ones: a routed mixture of
+    experts sends a fact's key to a different down projection (or several) token by token. ``why``: what no
+    longer works in this editor's words."""
+    if model.d_mlp is None:
+        raise ValueError(f"model {model.source} has no MLP layers to edit")
+    if moe.is_moe(model):
+        raise ValueError(f"{editor} does not apply to {model.source}: its MLPs are routed mixtures of "
+                         f"{moe.n_experts(model)} experts, so a fact's key reaches a different down projection "
+                         f"(or several) token by token and {why}")
 
 
 def write_matrix(edit, model, layer: int, new: torch.Tensor, progress=None) -> None:

@@ -90,7 +90,12 @@ class EvalResult(Result):
         return self.frame
 
     def _ok(self):
-        return self.frame[self.frame["error"].isna()] if "error" in self.frame else self.frame
+        """The rows of records whose edit succeeded, with NaN after-columns when none did (so a run in which
+        every edit failed still reports its failures)."""
+        f = self.frame[self.frame["error"].isna()] if "error" in self.frame else self.frame
+        missing = [c[:-4] + "_post" for c in f.columns if c.endswith("_pre") and c[:-4] + "_post" not in f.columns]
+        missing += [c for c in ("loss_drift", "edit_seconds") if c not in f.columns]
+        return f.assign(**dict.fromkeys(missing, float("nan"))) if missing else f
 
     def aggregates(self):
         """Mean and 95% CI per metric (scores and accuracies in percent; entropy drop and loss drift in percent).
@@ -104,13 +109,13 @@ class EvalResult(Result):
                 for kind in ("score", "magnitude", "acc"):
                     key = f"{name}_{kind}_{when}"
                     if key in f:
-                        rows.append(_agg(key, 100 * f[key]))
+                        rows.append(mean_ci(key, 100 * f[key]))
         ge_pre = float(f["gen_entropy_pre"].mean()) if len(f) else float("nan")
-        rows.append(_agg("generation_entropy_pre", f["gen_entropy_pre"]))
-        rows.append(_agg("generation_entropy_post", f["gen_entropy_post"]))
-        rows.append(_agg("generation_entropy_drop", 100 * (f["gen_entropy_pre"] - f["gen_entropy_post"]) / ge_pre))
-        rows.append(_agg("loss_drift", f["loss_drift"]))
-        rows.append(_agg("edit_seconds", f["edit_seconds"] if "edit_seconds" in f else []))
+        rows.append(mean_ci("generation_entropy_pre", f["gen_entropy_pre"]))
+        rows.append(mean_ci("generation_entropy_post", f["gen_entropy_post"]))
+        rows.append(mean_ci("generation_entropy_drop", 100 * (f["gen_entropy_pre"] - f["gen_entropy_post"]) / ge_pre))
+        rows.append(mean_ci("loss_drift", f["loss_drift"]))
+        rows.append(mean_ci("edit_seconds", f["edit_seconds"] if "edit_seconds" in f else []))
         for form in ("", "_acc"):
             kind = "acc" if form else "score"
             for when in ("pre", "post"):
@@ -255,7 +260,9 @@ def _plain(v):
     return v.item() if hasattr(v, "item") else v
 
 
-def _agg(name: str, values) -> dict:
+def mean_ci(name: str, values) -> dict:
+    """{"metric", "mean", "ci_low", "ci_high", "n"}: the mean of the finite ``values`` with a normal-approximation
+    95% CI (mean +- 1.96 standard errors; NaN half-width for fewer than two values)."""
     vals = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     n = len(vals)
     mean = sum(vals) / n if n else float("nan")

@@ -6,7 +6,8 @@
     res.plot(out="scores.png")
     interp.rome.evaluate(model, records, editor="memit", batch_size=100)   # mass editing
 
-Per batch of ``batch_size`` records (default 1): measure the unedited model, edit (MEMIT: the batch in one call;
+Per batch of ``batch_size`` records (default 1): measure the unedited model, edit (MEMIT: the batch in one call, or
+one call per round of distinct subjects when a subject has several facts, :func:`~.memit_solve.subject_rounds`;
 ROME / FT-L: one edit after another, each on top of the previous), measure every record of the batch with the
 whole batch applied, revert (in reverse order), and check every written weight bit for bit against its state
 before the batch. Scores (paper definitions, each prompt scored by the length-normalized probability
@@ -50,7 +51,7 @@ from .eval_report import SCORES, EvalResult, LensBeforeAfter, diagnose
 from .facts import Fact, as_fact
 from .ft import ft_edit, ft_hparams
 from .memit import default_layers, memit_edit
-from .memit_solve import MemitHparams
+from .memit_solve import MemitHparams, subject_rounds
 from .rome import default_layer, edit, hparams_for, key_stats
 
 __all__ = ["DEMO_PROMPTS", "EDITORS", "EvalResult", "LensBeforeAfter", "SCORES", "compare_completions", "diagnose",
@@ -132,18 +133,21 @@ def edit_diagnostics(handle, index: int | None = None) -> dict:
     return out
 
 
-def _apply_edits(ed: Editor, facts: Sequence[Fact], handles: list) -> list[dict]:
+def apply_edits(ed: Editor, facts: Sequence[Fact], handles: list) -> list[dict]:
     """Edit ``facts`` (appending every applied edit to ``handles``, so the caller can revert them whatever
     happens); per fact ``{"error": None | text, "edit_seconds", diagnostics...}``."""
-    if ed.many is not None:
+    if ed.many is not None:  # one edit per round of distinct subjects (usually a single round)
         t0 = time.perf_counter()
+        where = {}
         try:
-            h = ed.many(facts)
+            for group in subject_rounds(facts):
+                h = ed.many([facts[i] for i in group])
+                handles.append(h)
+                where.update({i: (h, j) for j, i in enumerate(group)})
         except (ValueError, FloatingPointError) as e:
             return [{"error": f"{type(e).__name__}: {e}"} for _ in facts]
-        handles.append(h)
         dt = (time.perf_counter() - t0) / len(facts)
-        return [{"error": None, "edit_seconds": dt, **edit_diagnostics(h, j)} for j in range(len(facts))]
+        return [{"error": None, "edit_seconds": dt, **edit_diagnostics(*where[i])} for i in range(len(facts))]
     out = []
     for fact in facts:
         t0 = time.perf_counter()
@@ -233,7 +237,7 @@ def _run_batch(model, ed: Editor, batch, pre, seeds, texts, loss_pre, opts) -> t
     saved = {l: model.mlp_out_matrix(l).detach().cpu().clone() for l in ed.layers or []}
     handles: list = []
     try:
-        outcomes = _apply_edits(ed, batch, handles)
+        outcomes = apply_edits(ed, batch, handles)
         ok = [j for j, o in enumerate(outcomes) if o["error"] is None]
         after = measure(model, [batch[j] for j in ok], [seeds[j] for j in ok], **opts) if ok else []
         loss_post = text_nll(model, texts) if texts is not None and ok else float("nan")

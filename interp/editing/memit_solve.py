@@ -25,10 +25,10 @@ from itertools import pairwise
 
 import torch
 
-from ..core import arch, moe
+from ..core import arch
 from ..core.hooks import capture
 from ..core.inputs import pad_rows
-from .base import notify
+from .base import check_dense_mlps, notify
 from .facts import Fact, as_fact, check_prompt, check_target
 from .rome import RomeHparams, edit_batch, optimize_delta
 
@@ -48,12 +48,7 @@ class MemitHparams(RomeHparams):
 # ============================================================================================ input checks
 def check_editable(model) -> None:
     """MEMIT needs dense MLPs whose down projection output is added to the residual stream as it is."""
-    if model.d_mlp is None:
-        raise ValueError(f"model {model.source} has no MLP layers to edit")
-    if moe.is_moe(model):
-        raise ValueError(f"MEMIT does not apply to {model.source}: its MLPs are routed mixtures of "
-                         f"{moe.n_experts(model)} experts, so a fact's key reaches a different down projection "
-                         "(or several) token by token and no update of one matrix per layer stores it")
+    check_dense_mlps(model, "MEMIT", "no update of one matrix per layer stores it")
     if arch.has_post_norms(model):
         raise ValueError(f"MEMIT does not apply to {model.source}: it normalises each MLP's output before adding "
                          "it to the residual stream (post-feedforward norm), so the residual change a weight "
@@ -122,6 +117,31 @@ def as_requests(records) -> list[dict]:
     return out
 
 
+def subject_rounds(records) -> list[list[int]]:
+    """Indices of ``records`` split into rounds in which every subject appears once, in order: a subject's key
+    (its last token, read before the prompt) is the same in every fact about it, so one MEMIT solve cannot give
+    one key two values. Facts of one subject with different prompts (relations) are compatible, but must be
+    edited one round after the other; the same subject with the same prompt and different targets is a
+    contradiction and raises. Records: Facts or dicts with ``subject``, ``prompt`` and ``target_new``."""
+    rounds: list[list[int]] = []
+    seen: list[dict] = []
+    asked: dict[tuple, tuple] = {}
+    for i, r in enumerate(records):
+        get = (lambda k: getattr(r, k)) if not isinstance(r, dict) else r.get
+        subject, prompt, target = get("subject"), get("prompt"), get("target_new")
+        prev = asked.setdefault((subject, prompt), (i, target))
+        if prev[1] != target:
+            raise ValueError(f"subject {subject!r} with prompt {prompt!r} has two different targets: record {prev[0]} "
+                             f"-> {prev[1]!r} and record {i} -> {target!r}; one model cannot answer both")
+        k = next((j for j, names in enumerate(seen) if subject not in names), len(rounds))
+        if k == len(rounds):
+            rounds.append([])
+            seen.append({})
+        rounds[k].append(i)
+        seen[k][subject] = i
+    return rounds
+
+
 def check_batch_size(model, n: int) -> None:
     if n > model.d_mlp:
         raise ValueError(f"{n} facts in one batch but the MLP keys have only d_mlp={model.d_mlp} dimensions: more "
@@ -154,7 +174,7 @@ def optimize_targets(model, requests: list[dict], layer: int, hp: MemitHparams, 
     for j, req in enumerate(requests):
         notify(progress, stage="target", fact=j, of=len(requests), subject=req["subject"])
         target_ids = model.target_tokens(req["target_new"])
-        b = edit_batch(model, req["prompt"], req["subject"], target_ids, templates, hp.kl_prompt)
+        b = edit_batch(model, req["prompt"], req["subject"], target_ids, templates, hp.kl_prompt, hp.subject_token)
         try:
             opt = optimize_delta(model, layer, b, hp, req["target_new"], None, value_hook=hook)
         except ValueError as e:

@@ -37,12 +37,13 @@ import torch
 
 from ..analyses.stats import mlp_key_second_moment
 from ..analyses.trace_facts import trace_facts
-from ..core import arch, moe
+from ..core import arch
 from ..core.caches import model_cache
 from ..core.generation import sample_text, selected_logits
 from ..core.inputs import pad_rows
 from ..core.results import new_figure, save_fig
-from .base import WeightEdit, frozen_params, mlp_out_bias, notify, read_edit_files, write_edit_files, write_matrix
+from .base import (WeightEdit, check_dense_mlps, frozen_params, mlp_out_bias, notify, read_edit_files, write_edit_files,
+                   write_matrix)
 from .facts import check_prompt, check_target, load_records
 
 # The edit layer for the embedded SmolLM2-135M-Instruct and for Gemma 3 270M (keyed by fingerprint). Chosen on
@@ -80,6 +81,7 @@ class RomeHparams:
     kl_prompt: str = "{} is a"
     mom2_n_tokens: int = 100_000            # Wikipedia tokens in C = E[k k^T]
     mom2_ridge: float = 0.0                 # C + ridge * I when solving
+    subject_token: int = -1                 # the subject token edited, counted in the subject (-1: its last)
 
     # Not fields: what the checks of make() call the editor, and which settings must be > 0 (subclasses add theirs).
     KIND = "ROME"
@@ -94,6 +96,9 @@ class RomeHparams:
         if "templates" in overrides:
             overrides["templates"] = tuple((int(n), int(c)) for n, c in overrides["templates"])
         hp = cls(**overrides)
+        if isinstance(hp.subject_token, bool) or not isinstance(hp.subject_token, int):
+            raise ValueError(f"subject_token={hp.subject_token!r}; allowed: an integer index into the subject's "
+                             "tokens (-1: the last, 0: the first)")
         for name in ("v_steps", "mom2_n_tokens"):
             if int(getattr(hp, name)) < 1:
                 raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: >= 1")
@@ -225,12 +230,7 @@ def edit(model, prompt: str = "{} is located in the city of", subject: str = "Th
     hp = hparams_for(model, **hparams)
     check_prompt(prompt, subject)
     check_target(target)
-    if model.d_mlp is None:
-        raise ValueError(f"model {model.source} has no MLP layers to edit")
-    if moe.is_moe(model):
-        raise ValueError(f"ROME does not apply to {model.source}: its MLPs are routed mixtures of "
-                         f"{moe.n_experts(model)} experts, so a fact's key reaches a different down projection "
-                         "(or several) token by token and no single rank-one update of one matrix stores it")
+    check_dense_mlps(model, "ROME", "no single rank-one update of one matrix stores it")
     layer = default_layer(model) if layer is None else model.check_layer(layer)
     target_ids = model.target_tokens(target)
     fingerprint = model.fingerprint  # before any weight changes (it is computed lazily on some models)
@@ -246,7 +246,7 @@ def edit(model, prompt: str = "{} is located in the city of", subject: str = "Th
     timings["stats_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    batch = edit_batch(model, prompt, subject, target_ids, templates, hp.kl_prompt)
+    batch = edit_batch(model, prompt, subject, target_ids, templates, hp.kl_prompt, hp.subject_token)
     opt = optimize_delta(model, layer, batch, hp, target, progress)
     timings["optimize_s"] = time.perf_counter() - t0
 
@@ -351,20 +351,33 @@ def _fill(template: str, subject: str) -> tuple[str, int]:
     return template[:start] + subject + template[start + 2:], start + len(subject)
 
 
-def edit_batch(model, prompt, subject, target_ids, templates, kl_prompt) -> EditBatch:
+def subject_token_index(model, text: str, subject_end: int, n_chars: int, which: int = -1) -> int:
+    """Index (BOS included) of the subject's token ``which`` (-1: its last, 0: its first) in ``text``, where the
+    subject is the ``n_chars`` characters ending at ``subject_end``."""
+    last = subject_last_index(model, text, subject_end)
+    first = subject_last_index(model, text, subject_end - n_chars + 1)
+    n = last - first + 1
+    if not -n <= which < n:
+        raise ValueError(f"subject_token={which}; allowed: -{n}..{n - 1} ({text[subject_end - n_chars:subject_end]!r} "
+                         f"is {n} token(s) in {text!r})")
+    return first + which % n
+
+
+def edit_batch(model, prompt, subject, target_ids, templates, kl_prompt, subject_token: int = -1) -> EditBatch:
     """The v* optimisation's rows: the prompt in every context template followed by the target (all but its last
-    token), then the KL prompt; with the subject's last-token index in each row."""
+    token), then the KL prompt; with the edited subject token's index in each row (``subject_token``, counted in
+    the subject: -1 its last token)."""
     rows, subj, tpos = [], [], []
     T = len(target_ids)
     for tpl in templates:
         text, end = _fill(tpl.replace("{}", prompt), subject)
         ids = model.encode(text, prepend_bos=True)
-        subj.append(subject_last_index(model, text, end))
+        subj.append(subject_token_index(model, text, end, len(subject), subject_token))
         tpos.append(list(range(len(ids) - 1, len(ids) - 1 + T)))
         rows.append(ids + target_ids[:-1])
     text, end = _fill(kl_prompt, subject)
     ids = model.encode(text, prepend_bos=True)
-    subj.append(subject_last_index(model, text, end))
+    subj.append(subject_token_index(model, text, end, len(subject), subject_token))
     rows.append(ids)
     toks, _ = pad_rows(model, rows)
     return EditBatch(toks, torch.tensor(subj), len(templates), torch.tensor(tpos), len(ids) - 1,

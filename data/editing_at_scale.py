@@ -1,0 +1,56 @@
+"""Mass and sequential editing runs behind notebook 05b (``data/scale/*.json``; the notebook only reads them).
+
+    OMP_NUM_THREADS=1 .venv/bin/python data/editing_at_scale.py --editor rome --n 100 --out data/scale/rome_seq100.json
+    OMP_NUM_THREADS=1 .venv/bin/python data/editing_at_scale.py --editor memit --n 100 --batch-size 10 --out ...
+    OMP_NUM_THREADS=1 .venv/bin/python data/editing_at_scale.py --editor memit --n 100 --batch-size 100 --out ...
+
+Records: the first ``--n`` records of the test split in file order (``interp.rome.load_records(split="test")``);
+``--start`` skips some. Each run is :func:`interp.editing.scale.sequential_edits` on the embedded SmolLM2-135M.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import interp
+from interp import rome
+from interp.editing.scale import sequential_edits
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--editor", choices=["rome", "ft", "memit"], required=True)
+    ap.add_argument("--n", type=int, required=True, help="records (the first N of the test split)")
+    ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--batch-size", type=int, default=1)
+    ap.add_argument("--checkpoints", default=None, help="comma-separated step numbers")
+    ap.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    hp = {k: json.loads(v) for k, v in (h.split("=", 1) for h in args.hparam)}
+    model = interp.load(device="cpu")
+    records = rome.load_records(split="test")[args.start: args.start + args.n]
+    cps = [int(c) for c in args.checkpoints.split(",")] if args.checkpoints else None
+    t0 = time.perf_counter()
+    res = sequential_edits(model, records, args.editor, batch_size=args.batch_size, checkpoints=cps,
+                           hparams=hp or None)
+    doc = res.to_json()
+    doc["command"] = ("OMP_NUM_THREADS=1 .venv/bin/python data/editing_at_scale.py " + " ".join(sys.argv[1:]))
+    doc["wall_seconds"] = time.perf_counter() - t0
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    print(res.summary())
+
+
+if __name__ == "__main__":
+    main()

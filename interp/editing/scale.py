@@ -1,0 +1,341 @@
+"""Editing at scale: one edit after another (sequential editing) and many facts at once (mass editing).
+
+    seq = sequential_edits(model, records[:100], "rome", checkpoints=(1, 10, 50, 100))
+    seq.to_frame()          # one row per step: facts edited so far, retention, loss drift, generation entropy
+    seq.checkpoint_frame()  # every fact edited so far scored in full (both forms, 95% CI) at each checkpoint
+    seq.collapse            # the first step that crossed a threshold (and the edit it applied), or None
+    mass = sequential_edits(model, records[:100], "memit", batch_size=100)   # one batch of 100: mass editing
+
+A step applies one edit (ROME, FT-L: ``batch_size`` 1) or one batch (MEMIT: ``batch_size`` facts in one edit) on
+top of every earlier one, then measures the model: retention (efficacy in both forms over every fact edited so
+far), the Wikipedia loss drift (percent, against the unedited model) and the generation entropy of fixed prompts
+with fixed seeds (the same samples' seeds as on the unedited model, so the change is paired). At each checkpoint
+every fact edited so far is scored in full (:func:`interp.editing.eval_measure.measure_probs`). At the end every
+edit is reverted in reverse order and each written matrix is checked bit for bit against its unedited state.
+
+Collapse: the first step after which the loss drift exceeds ``max_drift`` percent or the generation entropy has
+fallen more than ``max_entropy_drop`` percent below the unedited model's; the edit of that step is named.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..core.progress import bar
+from ..core.results import Result, jsonable, new_figure, save_fig
+from .eval_measure import (
+    drift_set,
+    drift_texts,
+    fact_scores,
+    generation_entropy,
+    measure_probs,
+    score_prompts,
+    text_nll,
+)
+from .eval_report import ALL_SCORES, mean_ci
+from .evaluate import EDITORS, apply_edits, make_editor
+from .facts import as_fact
+from .rome import default_layer
+
+MAX_DRIFT = 10.0         # percent loss drift on the Wikipedia texts that counts as collapse
+MAX_ENTROPY_DROP = 10.0  # percent fall of the generation entropy that counts as collapse
+ENTROPY_RECORDS = 5      # the generation prompts of the run's first records are the fixed fluency prompts
+
+
+# ============================================================================================ measurements
+def retention(model, facts) -> tuple[list[float], list[float]]:
+    """Per fact: (P(new) > P(true) on its rewrite prompt, target_new's first token is top-1), as 0/1 floats."""
+    prompts = [f.text for f in facts for _ in (0, 1)]
+    targets = [t for f in facts for t in (f.target_new, f.target_true)]
+    nll, top1 = score_prompts(model, prompts, targets)
+    p = torch.exp(-nll).reshape(-1, 2)
+    first = top1.reshape(-1, 2)[:, 0]
+    success = [float(a > b) for a, b in p.tolist()]
+    strict = [float(int(t) == model.target_tokens(f.target_new)[0]) for t, f in zip(first.tolist(), facts)]
+    return success, strict
+
+
+def score_all(model, facts) -> dict:
+    """Every score of every fact in ``facts`` (both forms), aggregated: ``{metric: mean_ci row}`` in percent."""
+    rows = [fact_scores(m["probs"], m["hits"]) for m in measure_probs(model, facts)]
+    out = {}
+    for name in ALL_SCORES:
+        for kind in ("score", "acc"):
+            key = f"{name}_{kind}"
+            out[key] = mean_ci(key, [100 * r[key] for r in rows])
+    return out
+
+
+class _ModelProbe:
+    """The model-level measurements of a step: loss on fixed Wikipedia texts and entropy of fixed samples."""
+
+    def __init__(self, model, facts, *, drift: bool, generation: bool, gen_tokens: int, seed: int):
+        self.model, self.gen_tokens, self.seed = model, gen_tokens, seed
+        self.texts = drift_set(model, drift_texts()) if drift else None
+        self.prompts = [p for f in facts[:ENTROPY_RECORDS] for p in f.generation_prompts] if generation else []
+        self.loss0, self.entropy0 = self.loss(), self.entropy()
+
+    def loss(self) -> float:
+        return text_nll(self.model, self.texts) if self.texts is not None else float("nan")
+
+    def entropy(self) -> float:
+        if not self.prompts:
+            return float("nan")
+        return generation_entropy(self.model, self.prompts, n_tokens=self.gen_tokens, seed=self.seed)[0]
+
+    def __call__(self) -> dict:
+        loss, ent = self.loss(), self.entropy()
+        return {"loss": loss, "loss_drift": 100 * (loss - self.loss0) / self.loss0,
+                "generation_entropy": ent, "entropy_drop": 100 * (self.entropy0 - ent) / self.entropy0}
+
+
+def _check_steps(name: str, values, n_steps: int) -> list[int]:
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= n_steps:
+            raise ValueError(f"{name} entry {v!r}; allowed: step numbers 1..{n_steps} (steps of this run)")
+        out.append(v)
+    return sorted(set(out))
+
+
+# ============================================================================================ the run
+def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, checkpoints: Sequence[int] | None = None,
+                     layer: int | None = None, seed: int = 0, stats=None, hparams: dict | None = None,
+                     generation: bool = True, gen_tokens: int = 40, drift: bool = True, score_before: bool = True,
+                     max_drift: float = MAX_DRIFT, max_entropy_drop: float = MAX_ENTROPY_DROP,
+                     progress: bool = True) -> ScaleResult:
+    """Edit ``records`` one step after another, each step on top of all earlier ones (see the module docstring).
+
+    editor: "rome", "ft" or "memit" (or ``fn(model, record) -> edit``); batch_size: facts per step (MEMIT: one
+    edit of the batch; ROME / FT-L: that many single edits, measured together). checkpoints: step numbers
+    (1-based) after which every fact edited so far is scored in full; default the last step and powers of ten.
+    score_before: also score every fact on the unedited model (``result.before["scores"]``).
+    The model ends as it started: every edit is reverted, and the written matrices are checked bit for bit."""
+    facts = [as_fact(r, where=f"record {i}") for i, r in enumerate(records)]
+    if not facts:
+        raise ValueError("no records to edit; pass a non-empty list (see interp.rome.load_records)")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r}; allowed: an integer >= 1 (facts per step)")
+    if not callable(editor) and editor not in EDITORS:
+        raise ValueError(f"editor {editor!r} not known; allowed: {', '.join(repr(e) for e in EDITORS)} or a "
+                         "callable(model, record) -> edit")
+    for name, v in (("max_drift", max_drift), ("max_entropy_drop", max_entropy_drop)):
+        if not (isinstance(v, (int, float)) and v > 0):
+            raise ValueError(f"{name}={v!r}; allowed: a number > 0 (percent)")
+    batches = [facts[i:i + batch_size] for i in range(0, len(facts), batch_size)]
+    n_steps = len(batches)
+    if checkpoints is None:
+        checkpoints = [s for s in (1, 10, 100, 1000) if s < n_steps] + [n_steps]
+    checkpoints = _check_steps("checkpoints", checkpoints, n_steps)
+    layer = default_layer(model) if layer is None else model.check_layer(layer)
+    ed = make_editor(model, editor, layer, seed, stats, hparams)
+    t_start = time.perf_counter()
+    probe = _ModelProbe(model, facts, drift=drift, generation=generation, gen_tokens=gen_tokens, seed=seed)
+    unedited = score_all(model, facts) if score_before else {}
+    saved = {l: model.mlp_out_matrix(l).detach().cpu().clone() for l in ed.layers or []}
+    steps, marks, handles, done = [], [], [], []
+    progress_bar = bar(total=n_steps, desc=f"{ed.name} steps", enabled=progress, unit="step")
+    try:
+        for s, batch in enumerate(batches, start=1):
+            t0 = time.perf_counter()
+            failed = {f.case_id: o["error"] for f, o in zip(batch, apply_edits(ed, batch, handles)) if o["error"]}
+            edit_s = time.perf_counter() - t0
+            done += [f for f in batch if f.case_id not in failed]
+            success, strict = retention(model, done) if done else ([], [])
+            row = {"step": s, "n_edited": len(done), "case_ids": [f.case_id for f in batch],
+                   "failed": sorted(failed), "edit_seconds": edit_s,
+                   "retention": 100 * sum(success) / max(len(success), 1),
+                   "retention_acc": 100 * sum(strict) / max(len(strict), 1), **probe()}
+            steps.append(row)
+            if s in checkpoints:
+                marks.append({"step": s, "n_edited": len(done), "scores": score_all(model, done) if done else {}})
+            progress_bar.update(1)
+    finally:
+        progress_bar.close()
+        for h in reversed(handles):
+            h.revert()
+    changed = [l for l, w in saved.items() if not torch.equal(w, model.mlp_out_matrix(l).detach().cpu())]
+    if changed:
+        raise RuntimeError(f"reverting the {len(handles)} edits did not restore layer(s) {changed} bit for bit")
+    settings = {"batch_size": batch_size, "seed": seed, "generation": generation, "gen_tokens": gen_tokens,
+                "drift": drift, "max_drift": max_drift, "max_entropy_drop": max_entropy_drop,
+                "n_records": len(facts), "entropy_prompts": probe.prompts, "layers": list(ed.layers or [layer])}
+    return ScaleResult(editor=ed.name, steps=steps, checkpoints=marks, settings=settings, hparams=ed.hparams,
+                       before={"loss": probe.loss0, "generation_entropy": probe.entropy0, "scores": unedited},
+                       seconds=time.perf_counter() - t_start)
+
+
+# ============================================================================================ the result
+@dataclass(repr=False)
+class ScaleResult(Result):
+    """A sequential (or, with one step, mass) editing run: ``steps`` (one dict per step), ``checkpoints`` (full
+    scores of every fact edited so far), the unedited model's loss and entropy (``before``), settings."""
+    editor: str
+    steps: list
+    checkpoints: list
+    settings: dict
+    hparams: dict = field(default_factory=dict)
+    before: dict = field(default_factory=dict)
+    seconds: float = float("nan")
+
+    @property
+    def collapse(self) -> dict | None:
+        """The first step whose loss drift or entropy drop crossed its threshold: ``{"step", "n_edited",
+        "case_ids" (that step's edits), "reason", "loss_drift", "entropy_drop"}``; None when none did."""
+        for row in self.steps:
+            reasons = []
+            if row["loss_drift"] > self.settings["max_drift"]:
+                reasons.append(f"loss drift {row['loss_drift']:.1f}% > {self.settings['max_drift']}%")
+            if row["entropy_drop"] > self.settings["max_entropy_drop"]:
+                reasons.append(f"entropy drop {row['entropy_drop']:.1f}% > {self.settings['max_entropy_drop']}%")
+            if reasons:
+                return {"step": row["step"], "n_edited": row["n_edited"], "case_ids": row["case_ids"],
+                        "reason": "; ".join(reasons), "loss_drift": row["loss_drift"],
+                        "entropy_drop": row["entropy_drop"]}
+        return None
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.steps).set_index("step")
+
+    def checkpoint_frame(self):
+        """One row per (checkpoint, metric): n_edited, mean, ci_low, ci_high, n (percent)."""
+        import pandas as pd
+
+        rows = [{"step": c["step"], "n_edited": c["n_edited"], **v} for c in self.checkpoints
+                for v in c["scores"].values()]
+        return pd.DataFrame(rows, columns=["step", "n_edited", "metric", "mean", "ci_low", "ci_high", "n"])
+
+    def final_scores(self) -> dict:
+        """The last checkpoint's means ``{metric: percent}`` (every fact of the run, with all edits applied)."""
+        return {k: v["mean"] for k, v in self.checkpoints[-1]["scores"].items()} if self.checkpoints else {}
+
+    def summary(self) -> str:
+        last = self.steps[-1] if self.steps else {}
+        bs = self.settings.get("batch_size", 1)
+        how = f"{len(self.steps)} step(s) of {bs} fact(s)" if bs > 1 else f"{len(self.steps)} edits one after another"
+        s = self.final_scores()
+        scores = (f"; all {last.get('n_edited')} facts: ES {s.get('efficacy_score', math.nan):.1f} "
+                  f"PS {s.get('paraphrase_score', math.nan):.1f} NS {s.get('neighborhood_score', math.nan):.1f} "
+                  f"(strict {s.get('efficacy_acc', math.nan):.1f} / {s.get('paraphrase_acc', math.nan):.1f} / "
+                  f"{s.get('neighborhood_acc', math.nan):.1f})") if s else ""
+        c = self.collapse
+        col = (f"collapse at step {c['step']} ({c['n_edited']} facts; {c['reason']})" if c else
+               f"no collapse (drift <= {self.settings['max_drift']}%, entropy drop <= "
+               f"{self.settings['max_entropy_drop']}%)")
+        return (f"{self.editor.upper()}, {how}: retention {last.get('retention', math.nan):.1f}% (strict "
+                f"{last.get('retention_acc', math.nan):.1f}%), loss drift {last.get('loss_drift', math.nan):+.2f}%, "
+                f"entropy drop {last.get('entropy_drop', math.nan):+.2f}%{scores}; {col}")
+
+    def to_json(self) -> dict:
+        return jsonable({"result": type(self).__name__, "summary": self.summary(), "editor": self.editor,
+                         "steps": self.steps, "checkpoints": self.checkpoints, "settings": self.settings,
+                         "hparams": self.hparams, "before": self.before, "seconds": self.seconds,
+                         "collapse": self.collapse})
+
+    def save(self, path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
+        return path
+
+    @classmethod
+    def from_json(cls, doc: dict) -> ScaleResult:
+        if doc.get("result") != cls.__name__:
+            raise ValueError(f"not a {cls.__name__} document (result={doc.get('result')!r})")
+        nan = _nan_for_null  # JSON writes NaN as null
+        return cls(editor=doc["editor"], steps=nan(doc["steps"]), checkpoints=nan(doc["checkpoints"]),
+                   settings=doc["settings"], hparams=doc.get("hparams", {}), before=nan(doc.get("before", {})),
+                   seconds=doc.get("seconds", math.nan))
+
+    def plot(self, *, out=None):
+        """Retention, loss drift and generation entropy per step; paraphrase / neighbourhood at checkpoints."""
+        f = self.to_frame()
+        fig = new_figure(figsize=(11, 7))
+        axes = fig.subplots(2, 2)
+        n = f["n_edited"]
+        ax = axes[0, 0]
+        ax.plot(n, f["retention"], label="retention (P(new) > P(true))")
+        ax.plot(n, f["retention_acc"], "--", label="retention, strict (top-1)")
+        ax.set(ylabel="% of facts edited so far", ylim=(-2, 102), title="efficacy of every fact so far")
+        ax = axes[0, 1]
+        cf = self.checkpoint_frame()
+        for metric, style in (("paraphrase_score", "o-"), ("paraphrase_acc", "o--"), ("neighborhood_score", "s-"),
+                              ("neighborhood_acc", "s--"), ("paraphrase_other_score", "^:")):
+            part = cf[cf["metric"] == metric]
+            if len(part):
+                ax.errorbar(part["n_edited"], part["mean"], yerr=[part["mean"] - part["ci_low"],
+                            part["ci_high"] - part["mean"]], fmt=style, capsize=3, label=metric)
+        ax.set(ylabel="%", ylim=(-2, 102), title="scores at checkpoints (95% CI)")
+        axes[1, 0].plot(n, f["loss_drift"])
+        axes[1, 0].axhline(self.settings["max_drift"], color="r", lw=0.8, ls=":")
+        axes[1, 0].set(ylabel="Wikipedia loss drift (%)", title="loss drift")
+        axes[1, 1].plot(n, f["generation_entropy"])
+        axes[1, 1].axhline(self.before.get("generation_entropy", math.nan) * (1 - self.settings[
+            "max_entropy_drop"] / 100), color="r", lw=0.8, ls=":")
+        axes[1, 1].set(ylabel="n-gram entropy", title="generation entropy")
+        c = self.collapse
+        for ax in axes.flat:
+            ax.set_xlabel("facts edited")
+            if c:
+                ax.axvline(c["n_edited"], color="k", lw=0.8, ls="--")
+            if len(n) and n.max() >= 50:
+                ax.set_xscale("symlog", linthresh=10)
+        for ax in axes[0]:
+            ax.legend(fontsize=7)
+        fig.suptitle(self.summary()[:150], fontsize=8)
+        fig.tight_layout()
+        return save_fig(fig, out)
+
+
+def _nan_for_null(x):
+    if isinstance(x, dict):
+        return {k: _nan_for_null(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_nan_for_null(v) for v in x]
+    return math.nan if x is None else x
+
+
+def mass_table(results: Sequence[ScaleResult]):
+    """DataFrame: one row per (editor, batch size, facts edited) with every final score (percent, 95% CI) —
+    e.g. MEMIT runs of one batch of N facts beside ROME / FT-L runs of N edits one after another."""
+    import pandas as pd
+
+    rows = []
+    for r in results:
+        for c in r.checkpoints:
+            bs = r.settings.get("batch_size", 1)
+            mode = "one batch" if len(r.steps) == 1 and bs > 1 else f"batches of {bs}" if bs > 1 else "one by one"
+            row = {"editor": r.editor, "mode": mode, "batch_size": bs, "n_edited": c["n_edited"]}
+            for k, v in c["scores"].items():
+                row[k], row[f"{k}_ci"] = v["mean"], (v["ci_high"] - v["ci_low"]) / 2
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def plot_mass(results: Sequence[ScaleResult], *, out=None):
+    """Efficacy, paraphrase and neighbourhood (success form solid, strict dashed) against facts edited, one
+    colour per run."""
+    t = mass_table(results)
+    fig = new_figure(figsize=(12, 3.8))
+    axes = fig.subplots(1, 3)
+    for i, ((ed, mode), part) in enumerate(t.groupby(["editor", "mode"], sort=False)):
+        label = f"{ed} ({mode})"
+        part = part.sort_values("n_edited")
+        for ax, m in zip(axes, ("efficacy", "paraphrase", "neighborhood")):
+            ax.errorbar(part["n_edited"], part[f"{m}_score"], yerr=part[f"{m}_score_ci"], fmt="o-", color=f"C{i}",
+                        capsize=2, label=label)
+            ax.plot(part["n_edited"], part[f"{m}_acc"], "x--", color=f"C{i}")
+    for ax, m in zip(axes, ("efficacy", "paraphrase", "neighborhood")):
+        ax.set(xscale="log", xlabel="facts edited", ylabel="%", ylim=(-2, 102), title=f"{m} (solid: success, "
+               "dashed: strict)")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    return save_fig(fig, out)

@@ -1,0 +1,88 @@
+"""The text of 05b_editing_at_scale.ipynb. ``python notebooks/execute.py 05b`` rebuilds the notebook from here and
+executes it in place (it is committed with its outputs); running this file alone writes it without outputs.
+
+The notebook only reads stored runs (``data/scale/*.json``, made by ``data/editing_at_scale.py``):
+each took tens of CPU-minutes; the command that made it is stored beside its numbers."""
+
+from pathlib import Path
+
+import nbformat as nbf
+
+INTRO = """# Editing at scale: many facts at once, one edit after another
+
+Notebook 05 rewrote one fact. Here: what happens with many. Every number below was measured on the embedded
+SmolLM2-135M-Instruct with the test split of `data/facts.jsonl` and is read from a JSON file under `data/`
+(each stores the command that produced it; the runs take tens of CPU-minutes, so the notebook does not repeat them).
+
+Every score comes in two forms, side by side:
+- **success** (the paper's): efficacy / paraphrase = share of prompts where P(new) > P(true); neighbourhood = share
+  of other subjects' prompts where P(true) > P(new) still;
+- **strict**: the wanted answer is the top-1 next token (new target for efficacy / paraphrase, true target for
+  neighbourhood). Unedited, the strict neighbourhood score is already far below 100: the facts were kept when the
+  true answer is in the top 10, not necessarily top-1.
+
+The **second paraphrase set** (`paraphrase_other`: questions, longer contexts, other word orders) was written for
+the test records only and never used for any choice."""
+
+cells = [
+    ("md", INTRO),
+    ("code", """import json
+from pathlib import Path
+
+import pandas as pd
+
+from interp.editing.scale import ScaleResult, mass_table, plot_mass
+
+DATA = Path("../data")
+runs = {p.stem: ScaleResult.from_json(json.loads(p.read_text())) for p in sorted((DATA / "scale").glob("*.json"))}
+for name, r in runs.items():
+    print(f"{name}: {r.summary()}")"""),
+    ("md", """## 1 · Mass editing: MEMIT in one batch against ROME and FT-L applied one edit after another
+
+The first 100 test records (file order). MEMIT edits them in one batch (layers 0–4, λ = 5000, chosen on dev) and
+in ten batches of 10, each on top of the previous; ROME (layer 4) and FT-L (layer 4, per-weight bound 1e-2) edit
+them one after another. Every fact edited so far is scored with all edits applied. Unedited, these 100 facts
+score ES 0, PS 3.3, NS 100 (strict: 0 / 0.3 / 50.6)."""),
+    ("code", """mass = [r for r in runs.values()]
+t = mass_table(mass)
+cols = ["editor", "mode", "n_edited"] + [f"{m}_{f}" for m in ("efficacy", "paraphrase", "neighborhood")
+                                         for f in ("score", "acc")]
+t[cols].sort_values(["n_edited", "editor"]).round(1)"""),
+    ("code", """plot_mass(mass)"""),
+    ("md", """At 100 facts MEMIT in one batch (ES 96.0, PS 88.3, NS 94.3) and ROME one by one (99.0 / 93.0 / 87.0)
+trade places: ROME generalises a little better to paraphrases, MEMIT disturbs the neighbours less. The strict form
+tells the same story at a lower level — paraphrases reach top-1 in about 60% of prompts for both, and the true
+answer of a neighbour stays top-1 in 42% (MEMIT) and 31% (ROME) of prompts, against 50.6% unedited. FT-L one by
+one is no competitor: after 50 edits only 66% of its facts still hold (strict 30%), later fine-tuning steps
+overwrite earlier ones. All 464 test facts at once (the issue's target ES ≥ 90, PS ≥ 75, NS ≥ 70) is not in this
+notebook yet: it needs about two CPU-hours of v* optimisation (see `data/README.md`)."""),
+    ("md", """## 2 · Sequential editing: retention, fluency and drift as edits pile up
+
+After every step: retention (efficacy of every fact edited so far), the Wikipedia loss drift (16 summaries × 64
+tokens, against the unedited model) and the generation entropy of 15 fixed prompts with fixed seeds. Collapse
+would be a step after which the drift exceeds 10% or the entropy falls more than 10%."""),
+    ("code", """runs["rome_seq100"].plot()"""),
+    ("code", """runs["rome_seq100"].show()  # interactive: every step of the ROME run as a table"""),
+    ("code", """runs["memit_seq_b10"].plot()"""),
+    ("code", """runs["ft_seq50"].plot()"""),
+    ("code", """pd.DataFrame({name: {"edits": r.steps[-1]["n_edited"], "collapse": r.collapse,
+                          "retention": r.steps[-1]["retention"], "retention (strict)": r.steps[-1]["retention_acc"],
+                          "loss drift %": r.steps[-1]["loss_drift"], "entropy drop %": r.steps[-1]["entropy_drop"]}
+              for name, r in runs.items()}).T"""),
+    ("md", """Nothing collapsed within these runs. ROME's drift grows steadily, about 0.04 percentage points per edit,
+to +3.9% after 100 edits (the largest single step, +0.65, was the 7th edit, case 239), with retention 99% and
+the generation entropy unchanged; on this slope the 10% threshold would be reached near 250 edits, which this
+notebook does not test. MEMIT in batches of 10 drifts a tenth as much (+0.37% after 100 facts) with retention
+96%; FT-L's drift is +1.9% after 50 edits while it forgets a third of them. No fix was needed at this scale: our
+ROME already uses one key (the template-averaged k*) both in the update and in its denominator, which is r-ROME's
+correction of the reference code's "disabling edits". Each run's edits were reverted at the end and every written
+matrix compared bit for bit with its unedited state."""),
+]
+
+nb = nbf.v4.new_notebook()
+nb.cells = [nbf.v4.new_markdown_cell(src) if kind == "md" else nbf.v4.new_code_cell(src) for kind, src in cells]
+nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+out = Path(__file__).parent / "05b_editing_at_scale.ipynb"
+nbf.write(nb, out)
+print(f"wrote {out}")
+

@@ -1,0 +1,145 @@
+"""Sequential and mass editing (interp.editing.scale): a run that changes nothing measures exactly zero drift and
+entropy change and the unedited efficacy; a harmful edit is caught as collapse at the step that made it; the
+checkpoint scores of two ROME edits equal evaluate()'s scores of the same two edits applied together; every run
+ends with the weights bit-identical; bad input is refused before anything runs."""
+
+import json
+
+import pytest
+import torch
+
+from interp.editing.eval_measure import fact_scores, measure_probs
+from interp.editing.evaluate import evaluate
+from interp.editing.facts import load_records
+from interp.editing.scale import ScaleResult, mass_table, plot_mass, retention, sequential_edits
+
+FAST = {"v_steps": 5, "templates": [[5, 1]]}
+
+
+class NoiseEdit:
+    """Adds seeded noise of size ``scale`` x |W| to a down projection; revert restores the saved matrix."""
+
+    def __init__(self, model, layer: int, scale: float, seed: int):
+        self.model, self.layer = model, layer
+        w = model.mlp_out_matrix(layer)
+        self.saved = w.detach().clone()
+        g = torch.Generator().manual_seed(seed)
+        noise = torch.randn(w.shape, generator=g, dtype=torch.float32).to(w.dtype)
+        with torch.no_grad():
+            w.add_(noise * scale * w.detach().norm() / noise.norm())
+
+    def revert(self):
+        with torch.no_grad():
+            self.model.mlp_out_matrix(self.layer).copy_(self.saved)
+
+
+@pytest.fixture(scope="module")
+def facts():
+    return load_records(split="test")[:3]
+
+
+def test_a_run_that_changes_nothing_measures_nothing(embedded, facts):
+    digest = embedded.weights_digest()
+    res = sequential_edits(embedded, facts, lambda m, f: NoiseEdit(m, 5, 0.0, 0), progress=False,
+                           checkpoints=[3], gen_tokens=8)
+    f = res.to_frame()
+    assert list(f["n_edited"]) == [1, 2, 3]
+    assert (f["loss_drift"] == 0).all() and (f["entropy_drop"] == 0).all()  # same weights, same seeds
+    unedited = [fact_scores(m["probs"], m["hits"]) for m in measure_probs(embedded, facts)]
+    assert f["retention"].iloc[-1] == pytest.approx(100 * sum(u["efficacy_score"] for u in unedited) / 3)
+    assert res.final_scores()["neighborhood_score"] == pytest.approx(
+        100 * sum(u["neighborhood_score"] for u in unedited) / 3)
+    assert res.before["scores"]["efficacy_score"]["mean"] == pytest.approx(f["retention"].iloc[-1])
+    assert res.collapse is None and "no collapse" in res.summary()
+    assert embedded.weights_digest() == digest
+
+
+def test_a_harmful_edit_is_named_as_the_collapse(embedded, facts, tmp_path):
+    digest = embedded.weights_digest()
+    scales = {facts[0].case_id: 0.0, facts[1].case_id: 3.0, facts[2].case_id: 0.0}
+    res = sequential_edits(embedded, facts, lambda m, f: NoiseEdit(m, 5, scales[f.case_id], f.case_id),
+                           progress=False, checkpoints=[1, 3], generation=False, score_before=False)
+    assert embedded.weights_digest() == digest  # reverted bit for bit
+    c = res.collapse
+    assert c is not None and c["step"] == 2 and c["case_ids"] == [facts[1].case_id], c
+    assert "loss drift" in c["reason"] and res.steps[1]["loss_drift"] > 10
+    assert res.steps[0]["loss_drift"] == 0
+    # the result protocol, and a JSON round trip that keeps every number
+    doc = json.loads(json.dumps(res.to_json()))
+    back = ScaleResult.from_json(doc)
+    assert back.summary() == res.summary()
+    assert json.dumps(back.collapse) == json.dumps(c)
+    assert list(res.checkpoint_frame()["n_edited"].unique()) == [1, 3]
+    res.plot(out=tmp_path / "seq.png")
+    assert (tmp_path / "seq.png").stat().st_size > 0
+    table = mass_table([res, back])
+    assert list(table["n_edited"]) == [1, 3, 1, 3] and set(table["mode"]) == {"one by one"}
+    plot_mass([res], out=tmp_path / "mass.png")
+    with pytest.raises(ValueError, match="not a ScaleResult"):
+        ScaleResult.from_json({"result": "EvalResult"})
+
+
+def test_checkpoint_scores_equal_evaluate_with_the_same_edits(embedded, facts):
+    """Two ROME edits one after another: the final checkpoint scores every fact with both applied, as
+    evaluate(batch_size=2) does through its own measurement and aggregation code."""
+    digest = embedded.weights_digest()
+    two = facts[:2]
+    res = sequential_edits(embedded, two, "rome", hparams=FAST, progress=False, generation=False, drift=False,
+                           score_before=False)
+    ev = evaluate(embedded, two, "rome", hparams=FAST, batch_size=2, generation=False, drift=False, lens=False,
+                  progress=False).to_json()
+    final = res.final_scores()
+    for key in ("efficacy_score", "paraphrase_score", "neighborhood_score", "efficacy_acc", "neighborhood_acc",
+                "paraphrase_other_score"):
+        assert final[key] == pytest.approx(ev[key], abs=1e-9), key
+    assert res.steps[-1]["retention"] == pytest.approx(final["efficacy_score"])
+    assert embedded.weights_digest() == digest
+
+
+def test_retention_matches_the_full_scores(embedded, facts):
+    success, strict = retention(embedded, facts)
+    full = [fact_scores(m["probs"], m["hits"]) for m in measure_probs(embedded, facts)]
+    assert success == [u["efficacy_score"] for u in full]
+    assert strict == [u["efficacy_acc"] for u in full]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"batch_size": 0}, r"batch_size=0; allowed: an integer >= 1"),
+    ({"checkpoints": [4]}, r"checkpoints entry 4; allowed: step numbers 1\.\.3"),
+    ({"editor": "memitt"}, r"editor 'memitt' not known; allowed: 'rome', 'ft', 'memit'"),
+    ({"max_drift": -1}, r"max_drift=-1; allowed: a number > 0"),
+])
+def test_bad_input(embedded, facts, kwargs, match):
+    kwargs = {"editor": "rome", **kwargs}
+    with pytest.raises(ValueError, match=match):
+        sequential_edits(embedded, facts, progress=False, **kwargs)
+    with pytest.raises(ValueError, match="no records"):
+        sequential_edits(embedded, [], "rome")
+
+
+def test_memit_batches_with_a_subject_twice_are_edited_in_rounds(embedded):
+    """Two facts about one subject (different relations) share its key: they go into consecutive MEMIT edits;
+    the same subject and prompt with two targets is a contradiction, named with both records."""
+    from interp.editing.memit_solve import subject_rounds
+
+    recs = [{"subject": "A", "prompt": "{} is in", "target_new": " x"},
+            {"subject": "B", "prompt": "{} is in", "target_new": " y"},
+            {"subject": "A", "prompt": "{} speaks", "target_new": " z"},
+            {"subject": "A", "prompt": "{} plays", "target_new": " w"}]
+    assert subject_rounds(recs) == [[0, 1], [2], [3]]
+    bad = [*recs, {"subject": "B", "prompt": "{} is in", "target_new": " q"}]
+    with pytest.raises(ValueError, match=r"subject 'B' with prompt '\{\} is in' has two different targets: record 1 "
+                                         r"-> ' y' and record 4 -> ' q'"):
+        subject_rounds(bad)
+
+
+def test_a_run_where_every_edit_fails_still_reports(embedded, facts):
+    def refuse(model, fact):
+        raise ValueError(f"no edit of {fact.subject!r} today")
+
+    res = evaluate(embedded, facts[:1], refuse, generation=False, drift=False, lens=False, progress=False)
+    doc = res.to_json()
+    assert doc["n_failed"] == 1 and "no edit of" in res.to_frame()["error"].iloc[0]
+    assert "efficacy_score" not in doc  # no record has an after-score
+    assert res.summary().startswith("refuse on 1 records")
+    assert res.to_frame()["efficacy_score_pre"].notna().all()  # the before-measurements are kept per record

@@ -6,9 +6,15 @@
   edit, as in any session that makes more than one edit). Both terms come from the same run: the edit seconds
   are the evaluation's own per-record ``edit_seconds``.
 - ``edit_seconds``: ROME's mean seconds per edit in that run.
-- ``memit_seconds_per_fact``: wall seconds of one ``memit_edit`` of the first ``--n`` test records with distinct subjects (default 100) divided by
-  ``--n``, with cached statistics (an untimed warm-up edit of 2 records loads them); skipped with a message when
-  ``interp.editing.memit`` is absent.
+- ``measurement_floor_ratio``: the issue's floor of the measurements — per record two probability forwards
+  (before, after), 3 x 40 KV-cached sampled tokens twice and one drift forward (the unedited drift is measured
+  once per evaluation), plus the two logit-lens rows — each timed alone on the unedited model over the same
+  records, divided by ``edit_seconds``: what ``eval_overhead_ratio`` would be if nothing but these ran, each record
+  measured on its own (the evaluation batches the unedited measurements of 16 records, which takes it a little
+  below). Its parts are printed as ``floor_*_seconds``.
+- ``memit_seconds_per_fact``: wall seconds of one ``memit_edit`` of the first ``--n`` test records with distinct
+  subjects (default 100) divided by ``--n``, with cached statistics (an untimed warm-up edit of 2 records loads
+  them); skipped with a message when ``interp.editing.memit`` is absent.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_edit_eval.py [--records 5] [--n 100] [--threads 1] [--skip-memit]
 """
@@ -37,6 +43,26 @@ def overhead(model, records, layer: int, stats) -> dict:
     per_record = wall / len(records)
     return {"eval_seconds_per_record": per_record, "edit_seconds": edit_s,
             "eval_overhead_ratio": (per_record - edit_s) / edit_s}
+
+
+def measurement_floor(model, records, edit_s: float) -> dict:
+    from interp.editing import eval_measure as em
+
+    texts = em.drift_set(model, em.drift_texts(16))
+    parts = {"probs": lambda f, i: em.measure_probs(model, [f]),
+             "generation": lambda f, i: em.generation_entropies(model, [f.generation_prompts], n_tokens=40,
+                                                                seeds=[i]),
+             "drift": lambda f, i: em.text_nll(model, texts),
+             "lens": lambda f, i: em.lens_rows(model, f)}
+    times = dict.fromkeys(parts, 0.0)
+    for i, fact in enumerate(records):
+        for name, fn in parts.items():
+            t0 = time.perf_counter()
+            fn(fact, i)
+            times[name] += (time.perf_counter() - t0) / len(records)
+    floor = 2 * times["probs"] + 2 * times["generation"] + times["drift"] + 2 * times["lens"]
+    return {**{f"floor_{k}_seconds": v for k, v in times.items()}, "floor_seconds_per_record": floor,
+            "measurement_floor_ratio": floor / edit_s}
 
 
 def memit_seconds(model, records, n: int) -> float | None:
@@ -80,6 +106,8 @@ def main() -> None:
         print(f"eval_seconds_per_record: {out['eval_seconds_per_record']:.2f}")
         print(f"edit_seconds: {out['edit_seconds']:.2f}")
         print(f"eval_overhead_ratio: {out['eval_overhead_ratio']:.3f}", flush=True)
+        for k, v in measurement_floor(model, test[: args.records], out["edit_seconds"]).items():
+            print(f"{k}: {v:.3f}", flush=True)
     if not args.skip_memit:
         per_fact = memit_seconds(model, test, args.n)
         if per_fact is None:

@@ -474,6 +474,28 @@ def test_failed_edits_are_diagnosed_and_reported(tiny_llama, tmp_path):
     assert res.settings["batch_size"] == 2 and "efficacy acc (top-1)" in res.table().index
 
 
+def test_a_shard_run_apart_gives_the_one_run_numbers(tiny_llama, tmp_path):
+    """evaluate(first_index=k) on records[k:] seeds each record as the run over all of them does."""
+    _tiny_records(tmp_path / "r.jsonl")
+    recs = rome.load_records(tmp_path / "r.jsonl")
+    opts = dict(layer=0, gen_tokens=6, drift_docs=2, lens=False, progress=False)
+    whole = ev.evaluate(tiny_llama, recs, small_ft(0), **opts).to_frame()
+    shard = ev.evaluate(tiny_llama, recs[1:], small_ft(0), first_index=1, **opts).to_frame()
+    unseeded = ev.evaluate(tiny_llama, recs[1:], small_ft(0), **opts).to_frame()
+    cid = recs[1].case_id
+    for when in ("pre", "post"):
+        assert shard.loc[cid, f"gen_text_{when}"] == whole.loc[cid, f"gen_text_{when}"]
+        assert abs(shard.loc[cid, f"gen_entropy_{when}"] - whole.loc[cid, f"gen_entropy_{when}"]) < 1e-9
+        for key in ("efficacy", "paraphrase", "neighborhood"):
+            assert abs(shard.loc[cid, f"{key}_magnitude_{when}"] - whole.loc[cid, f"{key}_magnitude_{when}"]) < 1e-5
+    assert abs(shard.loc[cid, "loss_drift"] - whole.loc[cid, "loss_drift"]) < 1e-4
+    # the seed is what the index changes: the same shard without first_index draws other samples
+    assert unseeded.loc[cid, "gen_text_pre"] != whole.loc[cid, "gen_text_pre"]
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="first_index"):
+            ev.evaluate(tiny_llama, recs, small_ft(0), first_index=bad, **opts)
+
+
 def test_memit_batch_evaluation_reverts_every_layer(tiny_llama, tmp_path):
     _tiny_records(tmp_path / "r.jsonl")
     recs = rome.load_records(tmp_path / "r.jsonl")

@@ -104,3 +104,16 @@ def test_the_loader_keeps_the_field():
 
     r = next(f for f in load_records(DATA / "facts.jsonl", split="test"))
     assert 3 <= len(r.extra[bpo.FIELD]) <= 5
+
+
+def test_the_independent_facts_load_and_follow_the_record_format():
+    """data/facts_independent.jsonl (written without looking at facts.jsonl, never used for a choice): every record
+    valid for the loader, 100 of them, many relations, neighbours that are other subjects."""
+    from interp.editing.facts import load_records
+
+    records = load_records(DATA / "facts_independent.jsonl")
+    assert [r.case_id for r in records] == list(range(100))
+    assert len({r.relation for r in records}) >= 12 and {r.split for r in records} == {"test"}
+    for r in records:
+        assert len(r.paraphrase_prompts) == 3 and 5 <= len(r.neighborhood_prompts) <= 8
+        assert r.text not in r.neighborhood_prompts and all(g.startswith(r.subject) for g in r.generation_prompts)

@@ -165,7 +165,7 @@ def apply_edits(ed: Editor, facts: Sequence[Fact], handles: list) -> list[dict]:
 def evaluate(model, records, editor="rome", *, layer: int | None = None, seed: int = 0, stats=None,
              hparams: dict | None = None, baseline=None, baseline_hparams: dict | None = None,
              generation: bool = True, gen_tokens: int = 40, drift: bool = True, drift_docs: int = 16,
-             lens: bool = True, progress: bool = True, batch_size: int = 1) -> EvalResult:
+             lens: bool = True, progress: bool = True, batch_size: int = 1, first_index: int = 0) -> EvalResult:
     """Measure each batch of records before the edit, edit, measure after, revert (see the module docstring).
 
     editor: "rome", "ft" (FT-L), "memit" or ``fn(model, record) -> edit`` (anything with ``.revert()``).
@@ -175,10 +175,15 @@ def evaluate(model, records, editor="rome", *, layer: int | None = None, seed: i
         its result is ``result.baseline``. hparams / baseline_hparams: keyword overrides for the editors (MEMIT:
         ``layers`` too). stats: ROME's key statistics for ``layer`` or MEMIT's ``{layer: stats}``.
     generation / drift / lens: switch off the slower measurements (their columns are then NaN).
+    first_index: where ``records[0]`` stands in a larger run split into shards: record ``i``'s generation samples
+        are seeded ``seed + first_index + i``, so shards run apart give the per-record numbers of one run (up to
+        float rounding: the unedited measurements batch other neighbours).
     """
     t_start = time.perf_counter()
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r}; allowed: an integer >= 1 (records edited together)")
+    if isinstance(first_index, bool) or not isinstance(first_index, int) or first_index < 0:
+        raise ValueError(f"first_index={first_index!r}; allowed: an integer >= 0 (records[0]'s index in the run)")
     facts = [as_fact(r, where=f"record {i}") for i, r in enumerate(records)]
     if not facts:
         raise ValueError("no records to evaluate; pass a non-empty list (see interp.rome.load_records)")
@@ -199,10 +204,10 @@ def evaluate(model, records, editor="rome", *, layer: int | None = None, seed: i
     chunk = batch_size * max(1, BEFORE_CHUNK // batch_size)
     for c0 in range(0, len(facts), chunk):
         group = facts[c0:c0 + chunk]
-        befores = measure(model, group, [seed + c0 + j for j in range(len(group))], **opts)
+        befores = measure(model, group, [seed + first_index + c0 + j for j in range(len(group))], **opts)
         for b0 in range(0, len(group), batch_size):
             batch, pre = group[b0:b0 + batch_size], befores[b0:b0 + batch_size]
-            seeds = [seed + c0 + b0 + j for j in range(len(batch))]
+            seeds = [seed + first_index + c0 + b0 + j for j in range(len(batch))]
             for r, ed in enumerate(runs):
                 new_rows, new_curves = _run_batch(model, ed, batch, pre, seeds, texts, loss_pre, opts)
                 rows[r] += new_rows
@@ -212,7 +217,8 @@ def evaluate(model, records, editor="rome", *, layer: int | None = None, seed: i
     import pandas as pd
 
     settings = {"seed": seed, "generation": generation, "gen_tokens": gen_tokens, "drift": drift,
-                "drift_docs": drift_docs, "lens": lens, "n_records": len(facts), "batch_size": batch_size}
+                "drift_docs": drift_docs, "lens": lens, "n_records": len(facts), "batch_size": batch_size,
+                "first_index": first_index}
     results = []
     for r, ed in enumerate(runs):
         frame = pd.DataFrame(rows[r]).set_index("case_id")

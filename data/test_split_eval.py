@@ -1,0 +1,170 @@
+"""The full test-split evaluation (464 records, every metric on), run in shards and pooled (``test_split/``).
+
+One command evaluates ROME with the FT-L baseline on the whole split (``interp eval-edits --split test --editor rome
+--baseline ft``), but on this 2-core machine it runs for hours; here the same evaluation is cut into shards of
+consecutive records, each written to its own JSON as soon as it is done, so that several processes share the
+work and an interrupted session loses at most the shards in progress. ``evaluate(first_index=...)`` seeds every
+record as in the one-process run, so the pooled table is that run's (the unedited measurements batch other
+neighbours, so values agree to float rounding).
+
+    OMP_NUM_THREADS=1 .venv/bin/python data/test_split_eval.py run       # claims shards not done yet, one by one
+    .venv/bin/python data/test_split_eval.py pool                        # test_split/{rome,ft}.json + the table
+    .venv/bin/python data/test_split_eval.py table                       # the Markdown table of data/README.md
+
+MEMIT edits the whole split in one batch, so it has no shards: its JSON is the CLI's own output,
+``interp eval-edits --split test --editor memit --batch-size 464 --json > data/test_split/memit.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+HERE = Path(__file__).resolve().parent / "test_split"
+SHARDS = HERE / "shards"
+SHARD = 29  # records per shard (464 = 16 x 29)
+EDITORS = ("rome", "ft")  # the editor and its baseline, as in ``interp eval-edits --editor rome --baseline ft``
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def _claim(i: int) -> bool:
+    """A shard is claimed by creating its lock file; a lock left by a dead process is taken over."""
+    lock = SHARDS / f"shard_{i:03d}.lock"
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        try:
+            if _alive(int(lock.read_text() or 0)):
+                return False
+        except ValueError:
+            return False
+        lock.unlink(missing_ok=True)
+        return _claim(i)
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    return True
+
+
+def run(args) -> None:
+    import interp
+    from interp import rome
+
+    torch.set_num_threads(args.threads)
+    SHARDS.mkdir(parents=True, exist_ok=True)
+    records = rome.load_records(split="test")
+    n_shards = math.ceil(len(records) / SHARD)
+    model = None
+    for i in range(n_shards):
+        out = SHARDS / f"shard_{i:03d}.json"
+        if out.exists() or not _claim(i):
+            continue
+        try:
+            model = model or interp.load(device="cpu")
+            start = i * SHARD
+            t0 = time.perf_counter()
+            res = rome.evaluate(model, records[start: start + SHARD], EDITORS[0], baseline=EDITORS[1],
+                                first_index=start, progress=False)
+            doc = {"shard": i, "start": start, "n": len(res.frame), "wall_seconds": time.perf_counter() - t0,
+                   "command": "OMP_NUM_THREADS=1 .venv/bin/python data/test_split_eval.py run",
+                   "threads": args.threads}
+            for r in (res, res.baseline):
+                rows = r.frame.reset_index().to_json(orient="records", double_precision=15)
+                doc[r.editor] = {"layer": r.layer, "hparams": r.hparams, "settings": r.settings,
+                                 "rows": json.loads(rows)}
+            out.write_text(json.dumps(doc) + "\n")
+            print(f"shard {i}: records {start}..{start + len(res.frame) - 1} in {doc['wall_seconds']:.0f} s",
+                  flush=True)
+        finally:
+            (SHARDS / f"shard_{i:03d}.lock").unlink(missing_ok=True)
+
+
+def pool(args) -> None:
+    import pandas as pd
+
+    from interp import rome
+    from interp.editing.eval_report import EvalResult, diagnose
+
+    records = rome.load_records(split="test")
+    docs = [json.loads(p.read_text()) for p in sorted(SHARDS.glob("shard_*.json"))]
+    covered = sorted(r["case_id"] for d in docs for r in d[EDITORS[0]]["rows"])
+    wanted = sorted(r.case_id for r in records)
+    if covered != wanted:
+        print(f"{len(covered)} of {len(wanted)} test records done; pooling what there is", file=sys.stderr)
+    for editor in EDITORS:
+        frame = pd.DataFrame([r for d in docs for r in d[editor]["rows"]]).set_index("case_id")
+        frame["failure"] = diagnose(frame)
+        first = docs[0][editor]
+        res = EvalResult(frame=frame, editor=editor, layer=first["layer"], hparams=first["hparams"],
+                         settings={**first["settings"], "n_records": len(frame), "first_index": 0},
+                         seconds=sum(d["wall_seconds"] for d in docs), layers=[first["layer"]])
+        out = res.to_json()
+        out.update(split="test", complete=covered == wanted, n_shards=len(docs),
+                   wall_seconds_sum=out.pop("seconds"),
+                   command="OMP_NUM_THREADS=1 .venv/bin/python data/test_split_eval.py run (shards), then pool")
+        (HERE / f"{editor}.json").write_text(json.dumps(out, indent=1) + "\n")
+        print(res.summary())
+    table(args)
+
+
+ROWS = (("efficacy", "efficacy"), ("paraphrase", "paraphrase"), ("paraphrase (other forms)", "paraphrase_other"),
+        ("neighborhood", "neighborhood"))
+
+
+def _cell(doc: dict, key: str, digits: int = 1) -> str:
+    if key not in doc:
+        return "—"
+    lo, hi = doc.get(f"{key}_ci", [float("nan")] * 2)
+    return f"{doc[key]:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def table(args=None) -> None:
+    docs = {e: json.loads((HERE / f"{e}.json").read_text()) for e in ("rome", "ft", "memit")
+            if (HERE / f"{e}.json").exists()}
+    if not docs:
+        raise SystemExit(f"nothing pooled yet under {HERE}")
+    names = {"rome": "ROME (one edit at a time)", "ft": "FT-L (one at a time)", "memit": "MEMIT (all at once)"}
+    head = "| metric | form | unedited | " + " | ".join(names[e] for e in docs) + " |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    first = next(iter(docs.values()))
+    for label, key in ROWS:
+        for form, kind in (("success", "score"), ("strict (top-1)", "acc")):
+            k = f"{key}_{kind}"
+            before = f"{first[f'{k}_before']:.1f}" if f"{k}_before" in first else "—"
+            lines.append(f"| {label} | {form} | {before} | " + " | ".join(_cell(d, k) for d in docs.values()) + " |")
+    lines.append("| generation entropy drop % | | | " + " | ".join(_cell(d, "generation_entropy_drop", 2)
+                                                           for d in docs.values()) + " |")
+    lines.append("| loss drift % | | | " + " | ".join(_cell(d, "loss_drift", 3) for d in docs.values()) + " |")
+    lines.append("| records (failed edits) | | | " + " | ".join(
+        f"{d['n_records']} ({len(d.get('failures', []))})" for d in docs.values()) + " |")
+    print("\n".join(lines))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--threads", type=int, default=1)
+    sub.add_parser("pool")
+    sub.add_parser("table")
+    args = ap.parse_args()
+    {"run": run, "pool": pool, "table": table}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -441,16 +441,18 @@ def test_diagnose_applies_each_rule_in_order():
     import pandas as pd
 
     nan = float("nan")
-    f = pd.DataFrame({  # rows: ok, errored, clamp, not converged, small key (key_dot), did not transfer, unknown
-        "efficacy_score_post": [1.0, nan, 0.0, 0.0, 0.0, 0.0, 0.0],
-        "error": [None, "ValueError: x", None, None, None, None, None],
-        "opt_p_final": [0.9, nan, 0.2, 0.3, 0.95, 0.95, nan],
-        "delta_norm": [1.0, nan, 4.0, 1.0, 1.0, 1.0, nan],
-        "clamp": [4.0, nan, 4.0, 4.0, 4.0, 4.0, nan],
-        "key_norm": [10.0, nan, 10.0, 10.0, 10.0, 10.0, nan],
-        "key_dot": [8.0, nan, 8.0, 8.0, 1.0, 8.0, nan]})
-    assert rome.diagnose(f) == [None, None, "clamp bound", "v* not converged", "small key", "edit did not transfer",
-                                "unknown"]
+    f = pd.DataFrame({  # rows: ok, errored, clamp, not converged, key mismatch, small key (key_dot), did not
+        "efficacy_score_post": [1.0, nan, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # transfer, unknown
+        "error": [None, "ValueError: x", None, None, None, None, None, None],
+        "opt_p_final": [0.9, nan, 0.2, 0.3, 0.95, 0.95, 0.95, nan],
+        "delta_norm": [1.0, nan, 4.0, 1.0, 1.0, 1.0, 1.0, nan],
+        "clamp": [4.0, nan, 4.0, 4.0, 4.0, 4.0, 4.0, nan],
+        "key_norm": [10.0, nan, 10.0, 10.0, 10.0, 10.0, 10.0, nan],
+        "key_dot": [8.0, nan, 8.0, 8.0, 8.0, 1.0, 8.0, nan],
+        "key_match": [1.0, nan, 0.1, 0.1, 0.1, nan, 0.9, nan]})
+    assert rome.diagnose(f) == [None, None, "clamp bound", "v* not converged", "key mismatch", "small key",
+                                "edit did not transfer", "unknown"]
+    assert rome.diagnose(f.drop(columns="key_match"))[4] == "edit did not transfer"  # FT-L, MEMIT: no key_match
 
 
 def test_failed_edits_are_diagnosed_and_reported(tiny_llama, tmp_path):

@@ -180,6 +180,44 @@ def test_tiny_edit_rank_one_key_value_and_revert(tiny):
         e.revert()
 
 
+def _template_keys(model, e, layer=0):
+    """The subject-last-token key of every templated prompt, from a forward of its own."""
+    name, out = f"blocks.{layer}.mlp.hook_post", []
+    for tpl in e.templates:
+        text = tpl.replace("{}", e.request["prompt"]).replace("{}", e.request["subject"])
+        end = text.index(e.request["subject"]) + len(e.request["subject"])
+        pos = rome.subject_last_index(model, text, end)
+        out.append(model.cache(text, [name])[name][0, pos].double())
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("rule", ["mean", "each"])
+def test_key_rule_sets_which_keys_get_the_whole_update(tiny, rule):
+    """mean: v . k* = 1 and key_match is v . k of the bare prompt; each: v . k = 1 for every templated key, and v
+    is the smallest such direction in the C metric (any other solution adds a C-orthogonal part)."""
+    model, stats = tiny
+    d0 = digest(model)
+    e = rome.edit(model, **TINY, stats=stats, key_rule=rule)
+    try:
+        keys = _template_keys(model, e)  # the edited matrix is the MLP's output: its input keys do not change
+        dots = keys @ e.v
+        assert abs(float(keys.mean(0) @ e.v) - 1) < 1e-6
+        assert abs(float(dots[0]) - e.norms["key_match"]) < 1e-4
+        c = stats.mom2
+        assert abs(1 / float(e.v @ c @ e.v) - e.norms["key_dot"]) < 1e-6 * e.norms["key_dot"]
+        if rule == "each":
+            assert torch.allclose(dots, torch.ones_like(dots), atol=1e-4)
+            # a different solution of the same constraints is larger in the C metric
+            basis = torch.linalg.svd(keys)[2][len(keys):]       # directions orthogonal to every key
+            other = e.v + 0.1 * basis[0] * e.v.norm()
+            assert torch.allclose(keys @ other, dots, atol=1e-6) and float(other @ c @ other) > float(e.v @ c @ e.v)
+        else:
+            assert float((dots - 1).abs().max()) > 1e-3  # the templated keys differ: only their mean gets u in full
+    finally:
+        e.revert()
+    assert digest(model) == d0
+
+
 def test_save_then_apply_on_a_fresh_load_is_bit_identical(tmp_path, tiny):
     model, stats = tiny
     arch = "llama" if "llama" in model.source else "gpt2"
@@ -281,6 +319,7 @@ def test_model_edited_reverts_after_an_exception(tiny, tmp_path):
     (dict(layer=-3), "out of range"),
     (dict(v_lr=0), "v_lr"),
     (dict(not_a_param=1), "unknown ROME hyperparameter"),
+    (dict(key_rule="all"), "key_rule"),
 ])
 def test_bad_input_is_refused_and_changes_nothing(tiny, kwargs, match):
     model, stats = tiny

@@ -9,10 +9,14 @@ after the edit. Its reason, from the edit's own record of its optimisation (ROME
    bound: ``|delta| >= 0.999 * clamp`` (ROME, MEMIT) or ``max |D| >= 0.999 * norm_constraint`` (FT-L);
 2. ``"v* not converged"``: the target's probability at the end of the optimisation, ``exp(-final NLL)`` (ROME /
    MEMIT: mean over the templated prompts; FT-L: its fine-tuning loss), is below :data:`P_CONVERGED` = 0.5;
-3. ``"small key"``: ``k*ᵀC⁻¹k*`` (ROME's ``key_dot``) or ``|k*|`` is below :data:`SMALL_KEY` = 0.25 times its
+3. ``"key mismatch"`` (ROME): the update ``u vᵀ`` answers to the template-mean key k*, and the bare rewrite
+   prompt's own key gets less than :data:`KEY_MATCH` = 0.5 of it (``key_match`` = ``v · k`` of that prompt; v*
+   was optimised as if it got all of it). Typical for a subject right after BOS, whose key differs from the
+   key of the same subject inside a sentence (``key_rule="each"`` fixes this one at the neighbours' expense);
+4. ``"small key"``: ``k*ᵀC⁻¹k*`` (ROME's ``key_dot``) or ``|k*|`` is below :data:`SMALL_KEY` = 0.25 times its
    median over the evaluation's edits by the same editor (MEMIT: the key at its last layer);
-4. ``"edit did not transfer"``: v* reached its target with an ordinary key, yet the bare rewrite prompt (without
-   the context templates the key was averaged over) still prefers the true answer.
+5. ``"edit did not transfer"``: v* reached its target with an ordinary, matching key, yet the bare rewrite prompt
+   still prefers the true answer.
 
 An editor that reports none of these (a custom callable) gives ``"unknown"``.
 """
@@ -30,8 +34,9 @@ ALL_SCORES = SCORES + ("paraphrase_other",)
 P_CONVERGED = 0.5
 CLAMP_SHARE = 0.999
 SMALL_KEY = 0.25
-FAILURE_REASONS = ("clamp bound", "v* not converged", "small key", "edit did not transfer", "unknown")
-DIAGNOSTICS = ("opt_p_final", "delta_norm", "clamp", "key_norm", "key_dot")
+KEY_MATCH = 0.5
+FAILURE_REASONS = ("clamp bound", "v* not converged", "key mismatch", "small key", "edit did not transfer", "unknown")
+DIAGNOSTICS = ("opt_p_final", "delta_norm", "clamp", "key_norm", "key_dot", "key_match")
 
 
 def diagnose(frame) -> list:
@@ -47,8 +52,9 @@ def diagnose(frame) -> list:
     med = {k: median(col(k)) for k in ("key_norm", "key_dot")}
     errors = col("error") if "error" in frame else [None] * len(frame)
     out = []
-    for eff, err, p, d, c, kn, kd in zip(col("efficacy_score_post"), errors, col("opt_p_final"), col("delta_norm"),
-                                         col("clamp"), col("key_norm"), col("key_dot")):
+    for eff, err, p, d, c, kn, kd, km in zip(col("efficacy_score_post"), errors, col("opt_p_final"),
+                                             col("delta_norm"), col("clamp"), col("key_norm"), col("key_dot"),
+                                             col("key_match")):
         if isinstance(err, str) or not _finite(eff) or eff > 0:
             out.append(None)
         elif not _finite(p):
@@ -57,6 +63,8 @@ def diagnose(frame) -> list:
             out.append("clamp bound")
         elif p < P_CONVERGED:
             out.append("v* not converged")
+        elif _finite(km) and km < KEY_MATCH:
+            out.append("key mismatch")
         elif any(_finite(v) and _finite(med[k]) and v < SMALL_KEY * med[k]
                  for k, v in (("key_norm", kn), ("key_dot", kd))):
             out.append("small key")

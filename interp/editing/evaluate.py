@@ -27,8 +27,8 @@ form, and ``*_acc``, the strict form (the wanted target's first token is the top
 - logit lens of the rewrite prompt before and after: first layer from which target_new stays the top-1 token.
 
 A record whose efficacy (success form) is false after its edit gets a ``failure`` reason
-(:func:`interp.editing.eval_report.diagnose`: "clamp bound", "v* not converged", "small key", "edit did not
-transfer"). Aggregates are means over records with a normal-approximation 95% CI (mean +- 1.96 standard errors).
+(:func:`interp.editing.eval_report.diagnose`: "clamp bound", "v* not converged", "key mismatch", "small key",
+"edit did not transfer"). Aggregates are means over records with a normal-approximation 95% CI (mean +- 1.96 standard errors).
 The measurements (:mod:`interp.editing.eval_measure`) run many records per forward; the "before" ones of up to
 :data:`BEFORE_CHUNK` records at once.
 """
@@ -110,11 +110,11 @@ def make_editor(model, editor, layer: int, seed: int = 0, stats=None, hparams: d
 def edit_diagnostics(handle, index: int | None = None) -> dict:
     """What the failure diagnosis reads from an applied edit (see :mod:`interp.editing.eval_report`): the
     optimisation's final target probability ``opt_p_final``, the optimised change and its bound (``delta_norm``,
-    ``clamp``), the key (``key_norm``, ``key_dot``), and ``relative_update``. ``index``: the fact's position in a
-    MEMIT batch. Keys an editor does not report are NaN."""
+    ``clamp``), the key (``key_norm``, ``key_dot``, ROME's ``key_match``), and ``relative_update``. ``index``: the
+    fact's position in a MEMIT batch. Keys an editor does not report are NaN."""
     nan = float("nan")
     norms = getattr(handle, "norms", None) or {}
-    out = dict.fromkeys(("opt_p_final", "delta_norm", "clamp", "key_norm", "key_dot"), nan)
+    out = dict.fromkeys(("opt_p_final", "delta_norm", "clamp", "key_norm", "key_dot", "key_match"), nan)
     out["relative_update"] = norms.get("relative_update", nan)
     info = getattr(handle, "facts_info", None)
     if info and index is not None and index < len(info):  # MEMIT: per fact
@@ -126,7 +126,8 @@ def edit_diagnostics(handle, index: int | None = None) -> dict:
         out["relative_update"] = max(rel) if rel else nan
     elif "nll_final" in norms:  # ROME
         out.update(opt_p_final=math.exp(-norms["nll_final"]), delta_norm=norms.get("delta", nan),
-                   clamp=norms.get("clamp", nan), key_norm=norms.get("key", nan), key_dot=norms.get("key_dot", nan))
+                   clamp=norms.get("clamp", nan), key_norm=norms.get("key", nan), key_dot=norms.get("key_dot", nan),
+                   key_match=norms.get("key_match", nan))
     elif "norm_constraint" in (getattr(handle, "hparams", None) or {}) and getattr(handle, "losses", None):  # FT-L
         out.update(opt_p_final=math.exp(-handle.losses[-1]), delta_norm=norms.get("max_abs", nan),
                    clamp=handle.hparams["norm_constraint"])

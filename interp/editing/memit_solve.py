@@ -44,6 +44,14 @@ class MemitHparams(RomeHparams):
     KIND = "MEMIT"
     POSITIVE = (*RomeHparams.POSITIVE, "mom2_update_weight")
 
+    @classmethod
+    def make(cls, **overrides) -> "MemitHparams":
+        hp = super().make(**overrides)
+        if hp.key_rule != "mean":
+            raise ValueError(f"key_rule={hp.key_rule!r} is ROME's; MEMIT solves each layer for the facts' "
+                             "template-mean keys (allowed: 'mean')")
+        return hp
+
 
 # ============================================================================================ input checks
 def check_editable(model) -> None:

@@ -58,6 +58,7 @@ MODEL_HPARAMS = types.MappingProxyType({"99115288-1072419280": types.MappingProx
 
 FORMAT = "interp.rome.Edit/1"  # the saved edit files' format tag
 TEMPLATE_PREFIXES = ("The", "Therefore", "Because", "I", "You")
+KEY_RULES = ("mean", "each")  # RomeHparams.key_rule (see update_direction)
 
 
 def hparams_for(model, **overrides) -> RomeHparams:
@@ -82,6 +83,7 @@ class RomeHparams:
     mom2_n_tokens: int = 100_000            # Wikipedia tokens in C = E[k k^T]
     mom2_ridge: float = 0.0                 # C + ridge * I when solving
     subject_token: int = -1                 # the subject token edited, counted in the subject (-1: its last)
+    key_rule: str = "mean"                  # what the update answers to: "mean" (k*) or "each" templated key
 
     # Not fields: what the checks of make() call the editor, and which settings must be > 0 (subclasses add theirs).
     KIND = "ROME"
@@ -110,6 +112,8 @@ class RomeHparams:
                 raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: >= 0")
         if any(n < 2 or c < 0 for n, c in hp.templates):
             raise ValueError(f"templates={hp.templates!r}; allowed: pairs (tokens >= 2, count >= 0)")
+        if hp.key_rule not in KEY_RULES:
+            raise ValueError(f"key_rule={hp.key_rule!r}; allowed: {', '.join(map(repr, KEY_RULES))}")
         if hp.kl_prompt.count("{}") != 1:
             raise ValueError(f"kl_prompt {hp.kl_prompt!r} must contain exactly one '{{}}'")
         return hp
@@ -251,22 +255,17 @@ def edit(model, prompt: str = "{} is located in the city of", subject: str = "Th
     timings["optimize_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    key = opt["keys"][: batch.n_rewrite].to(torch.float64).mean(0)               # k* [d_mlp]
-    solved = _solve(stats, key, hp)                                               # C^-1 k*
-
-    t0 = time.perf_counter()
-    denom = float(key @ solved)
-    if not denom > 0:
-        raise FloatingPointError(f"k*^T C^-1 k* = {denom}; the key statistics are not positive definite "
-                                 "(use more tokens or mom2_ridge > 0)")
+    keys = opt["keys"][: batch.n_rewrite].to(torch.float64)                      # [n_rewrite, d_mlp]
+    key = keys.mean(0)                                                            # k* [d_mlp]
+    v, denom = update_direction(stats, keys, hp)
     u = opt["delta"].to("cpu", torch.float64)
-    v = solved / denom
     matrix = model.mlp_out_matrix(layer)
     w64 = matrix.detach().to("cpu", torch.float64)
     value = w64 @ key + mlp_out_bias(model, layer) + u                           # v* = M k* + b + delta
     new = rank_one_update(matrix, u, v)
     norms = {"delta": float(u.norm()), "clamp": opt["max_norm"], "out_init": opt["out_norm"],
-             "key": float(key.norm()), "key_dot": denom, "update": float(u.norm() * v.norm()),
+             "key": float(key.norm()), "key_dot": denom, "key_match": float(keys[0] @ v),
+             "update": float(u.norm() * v.norm()),
              "weight": float(w64.norm()), "relative_update": float(u.norm() * v.norm() / w64.norm()),
              "target_prob_before": opt["p_before"], "nll_final": opt["losses"][-1]}
     result = Edit(request={"prompt": prompt, "subject": subject, "target": target,
@@ -485,16 +484,45 @@ def _resolve_stats(model, layer: int, stats, hp: RomeHparams, progress):
     return stats
 
 
+def update_direction(stats, keys: torch.Tensor, hp: RomeHparams) -> tuple[torch.Tensor, float]:
+    """``(v, key_dot)``: the update's read-out direction ``v`` [d_mlp] of ``M' = M + u v^T`` for the templated
+    prompts' keys ``keys`` [n, d_mlp], and ``key_dot = 1 / (v^T C v)`` (the C-norm of what the edit responds to).
+
+    ``v`` is the smallest in the C metric (``v^T C v = E[(v . k)^2]`` over text: the least disturbance of other
+    keys) among the directions with ``v . k = 1`` for the keys ``key_rule`` names: "mean", the template-mean key
+    k* alone (ROME: ``v = C^-1 k* / (k*^T C^-1 k*)``); "each", every templated key (``v = C^-1 K^T (K C^-1
+    K^T)^-1 1``), so the update writes ``u`` in full in every context, the bare prompt included, exactly as the v*
+    optimisation assumed. With "mean" a context whose key is far from k* gets only ``v . k`` of ``u``: a subject
+    right after BOS can get a few percent of it (data/README.md, "Facts the project did not write")."""
+    if hp.key_rule == "mean":
+        key = keys.mean(0)
+        solved = _solve(stats, key, hp)                                           # C^-1 k*
+        denom = float(key @ solved)
+        if not denom > 0:
+            raise FloatingPointError(f"k*^T C^-1 k* = {denom}; the key statistics are not positive definite "
+                                     "(use more tokens or mom2_ridge > 0)")
+        return solved / denom, denom
+    solved = _solve(stats, keys, hp)                                              # C^-1 K^T, [n, d_mlp]
+    gram = keys @ solved.T                                                        # K C^-1 K^T, [n, n]
+    chol, info = torch.linalg.cholesky_ex(gram)
+    if int(info) != 0:
+        raise FloatingPointError(f"K C^-1 K^T of the {len(keys)} key(s) is not positive definite (diagonal "
+                                 f"{gram.diagonal().tolist()}); the key statistics are singular or two templated "
+                                 "keys coincide: use more tokens, mom2_ridge > 0 or key_rule='mean'")
+    coef = torch.cholesky_solve(torch.ones(len(keys), 1, dtype=torch.float64), chol)[:, 0]   # G^-1 1
+    return solved.T @ coef, 1.0 / float(coef.sum())
+
+
 def _solve(stats, key: torch.Tensor, hp: RomeHparams) -> torch.Tensor:
-    """``C^-1 k*`` in float64 on the CPU."""
+    """``C^-1 k`` in float64 on the CPU, for ``k`` [d_mlp] or [n, d_mlp] (same shape back)."""
     if isinstance(stats, str) and stats == "identity":
         return key.clone()
     if isinstance(stats, torch.Tensor):
         c = stats.to("cpu", torch.float64)
         if hp.mom2_ridge:
-            c = c + hp.mom2_ridge * torch.eye(key.numel(), dtype=torch.float64)
-        return torch.linalg.solve(c, key)
+            c = c + hp.mom2_ridge * torch.eye(key.shape[-1], dtype=torch.float64)
+        return torch.linalg.solve(c, key.reshape(-1, key.shape[-1]).T).T.reshape(key.shape)
     out = stats.solve(key, ridge=hp.mom2_ridge)
-    return torch.as_tensor(out).to("cpu", torch.float64).reshape(-1)
+    return torch.as_tensor(out).to("cpu", torch.float64).reshape(key.shape)
 
 

@@ -107,6 +107,10 @@ def pool(args) -> None:
     if covered != wanted:
         print(f"{len(covered)} of {len(wanted)} test records done; pooling what there is", file=sys.stderr)
     for editor in EDITORS:
+        kinds = {json.dumps(d[editor]["hparams"], sort_keys=True) for d in docs}
+        if len(kinds) > 1:  # a default changed between shards: their rows are not one run's
+            raise SystemExit(f"the shards of {editor} were made with {len(kinds)} different hyperparameter sets; "
+                             f"delete the stale ones under {SHARDS} and run them again")
         frame = pd.DataFrame([r for d in docs for r in d[editor]["rows"]]).set_index("case_id")
         frame["failure"] = diagnose(frame)
         first = docs[0][editor]

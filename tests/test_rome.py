@@ -13,6 +13,7 @@ import interp
 from interp import rome
 from interp.cli.edit import cli_edit
 from interp.core import caches
+from interp.editing import rome as editing_rome
 from interp.analyses.stats import mlp_key_second_moment
 
 LAYER = 4  # a layer of the embedded model (the default edit layer is checked separately)
@@ -198,6 +199,7 @@ def test_key_rule_sets_which_keys_get_the_whole_update(tiny, rule):
     model, stats = tiny
     d0 = digest(model)
     e = rome.edit(model, **TINY, stats=stats, key_rule=rule)
+    assert e.norms["key_rule"] == rule and e.hparams["key_rule"] == rule
     try:
         keys = _template_keys(model, e)  # the edited matrix is the MLP's output: its input keys do not change
         dots = keys @ e.v
@@ -216,6 +218,22 @@ def test_key_rule_sets_which_keys_get_the_whole_update(tiny, rule):
     finally:
         e.revert()
     assert digest(model) == d0
+
+
+def test_auto_key_rule_is_mean_unless_the_bare_prompt_key_mismatches(tiny, monkeypatch):
+    model, stats = tiny
+    made = {}
+    for rule in ("mean", "each"):
+        e = rome.edit(model, **TINY, stats=stats, key_rule=rule)
+        e.revert()
+        made[rule] = e
+    match = made["mean"].norms["key_match"]
+    for bound, want in ((match - 0.01, "mean"), (match + 0.01, "each")):  # the same edit on both sides of the bound
+        monkeypatch.setattr(editing_rome, "KEY_MATCH", bound)
+        e = rome.edit(model, **TINY, stats=stats)  # the default rule
+        e.revert()
+        assert e.hparams["key_rule"] == "auto" and e.norms["key_rule"] == want
+        assert torch.equal(e.v, made[want].v) and torch.equal(e.u, made[want].u)
 
 
 def test_save_then_apply_on_a_fresh_load_is_bit_identical(tmp_path, tiny):

@@ -9,10 +9,10 @@ after the edit. Its reason, from the edit's own record of its optimisation (ROME
    bound: ``|delta| >= 0.999 * clamp`` (ROME, MEMIT) or ``max |D| >= 0.999 * norm_constraint`` (FT-L);
 2. ``"v* not converged"``: the target's probability at the end of the optimisation, ``exp(-final NLL)`` (ROME /
    MEMIT: mean over the templated prompts; FT-L: its fine-tuning loss), is below :data:`P_CONVERGED` = 0.5;
-3. ``"key mismatch"`` (ROME): the update ``u vᵀ`` answers to the template-mean key k*, and the bare rewrite
-   prompt's own key gets less than :data:`KEY_MATCH` = 0.5 of it (``key_match`` = ``v · k`` of that prompt; v*
-   was optimised as if it got all of it). Typical for a subject right after BOS, whose key differs from the
-   key of the same subject inside a sentence (``key_rule="each"`` fixes this one at the neighbours' expense);
+3. ``"key mismatch"`` (ROME): the bare rewrite prompt's own key gets less than :data:`KEY_MATCH` = 0.5 of the
+   update ``u vᵀ`` (``key_match`` = ``v · k`` of that prompt; v* was optimised as if it got all of it). Typical
+   for a subject right after BOS under ``key_rule="mean"``, whose key differs from the key of the same subject
+   inside a sentence; the default ``key_rule="auto"`` then answers to every templated key instead;
 4. ``"small key"``: ``k*ᵀC⁻¹k*`` (ROME's ``key_dot``) or ``|k*|`` is below :data:`SMALL_KEY` = 0.25 times its
    median over the evaluation's edits by the same editor (MEMIT: the key at its last layer);
 5. ``"edit did not transfer"``: v* reached its target with an ordinary, matching key, yet the bare rewrite prompt
@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..core.results import Result, new_figure, save_fig
+from .rome import KEY_MATCH
 
 SCORES = ("efficacy", "paraphrase", "neighborhood")
 ALL_SCORES = SCORES + ("paraphrase_other",)
 P_CONVERGED = 0.5
 CLAMP_SHARE = 0.999
 SMALL_KEY = 0.25
-KEY_MATCH = 0.5
 FAILURE_REASONS = ("clamp bound", "v* not converged", "key mismatch", "small key", "edit did not transfer", "unknown")
 DIAGNOSTICS = ("opt_p_final", "delta_norm", "clamp", "key_norm", "key_dot", "key_match")
 

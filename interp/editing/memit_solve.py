@@ -40,6 +40,7 @@ class MemitHparams(RomeHparams):
     templates: tuple = ((10, 5),)           # (tokens, count) of sampled context prefixes besides "{}" (paper: 5 x 10)
     clamp_norm_factor: float = 0.75         # |delta| <= factor * |h| (the residual at the last layer)
     mom2_update_weight: float = 5000.0      # λ in λ C + K Kᵀ (dev: 5000 > 15000 > 50000; GPT-J 15000, GPT-2 XL 20000)
+    key_rule: str = "mean"                  # each layer is solved for the facts' template-mean keys (only)
 
     KIND = "MEMIT"
     POSITIVE = (*RomeHparams.POSITIVE, "mom2_update_weight")

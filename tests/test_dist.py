@@ -5,6 +5,7 @@ torchrun's standalone rendezvous, each loading the embedded model and scanning i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -28,6 +29,18 @@ def _launch(*args: str, tmp_path) -> dict:
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     assert len(lines) == 1, proc.stdout  # only rank 0 reports
     return json.loads(lines[0])
+
+
+@contextlib.contextmanager
+def one_thread():
+    """The ranks run with OMP_NUM_THREADS=1 (:func:`_launch`); the one-process reference does too, so both sum in
+    the same order however busy the machine is (a threaded BLAS splits its work by the threads it gets)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 # ------------------------------------------------------------------------------------------------- sharding
@@ -67,7 +80,9 @@ def test_two_rank_second_moments_equal_one_process(embedded, tmp_path):
                    "--out", str(out), tmp_path=tmp_path)
     assert info["world_size"] == 2 and info["count"] == 700
     merged = KeyStats.load(out)
-    one = mlp_key_second_moment(embedded, 2, n_tokens=700, batch_size=4, max_len=48, cache=False, progress=False)
+    with one_thread():
+        one = mlp_key_second_moment(embedded, 2, n_tokens=700, batch_size=4, max_len=48, cache=False,
+                                    progress=False)
     assert merged.count == one.count == 700
     assert len(merged.meta["shards"]) == 2 and all(n > 0 for _, n in merged.meta["shards"])
     torch.testing.assert_close(merged.moment_sum, one.moment_sum, rtol=1e-12, atol=1e-9)
@@ -82,7 +97,8 @@ def test_two_rank_neuron_topk_equals_one_process_exactly(embedded, tmp_path):
                    "--out", str(out), tmp_path=tmp_path)
     assert info["docs"] == 20
     merged = TopK.load(out)
-    one = neurons(embedded, 1).scan_state(wiki_documents(20), k=4, batch_size=4, max_len=32, progress=False)
+    with one_thread():
+        one = neurons(embedded, 1).scan_state(wiki_documents(20), k=4, batch_size=4, max_len=32, progress=False)
     assert merged.equal(one.to("cpu"))
 
 
@@ -90,7 +106,8 @@ def test_two_rank_head_statistics_equal_one_process(embedded, tmp_path):
     out = tmp_path / "heads.safetensors"
     _launch("heads", "--n-docs", "12", "--batch-size", "4", "--max-len", "32", "--out", str(out), tmp_path=tmp_path)
     merged = HeadStats.load(out)
-    one = head_scan(embedded, wiki_documents(12), batch_size=4, max_len=32)
+    with one_thread():
+        one = head_scan(embedded, wiki_documents(12), batch_size=4, max_len=32)
     assert (merged.count, merged.docs) == (one.count, 12)
     torch.testing.assert_close(merged.sums, one.sums, rtol=1e-12, atol=1e-9)
 

@@ -279,3 +279,24 @@ def test_default_layers_and_facade(embedded):
     assert default_layers(embedded)[-1] <= embedded.n_layers - 2
     assert interp.memit.edit is memit_edit and interp.memit.load is load_memit_edit
     assert all(hasattr(interp.memit, name) for name in interp.memit.__all__)
+
+
+def test_a_fact_the_model_already_answers_keeps_its_residual(embedded):
+    """MEMIT (unlike one ROME edit) takes a fact whose target already is the greedy answer: its z is its h."""
+    from interp import rome
+
+    layers = [4]
+    stats = mlp_key_second_moments(embedded, layers, n_tokens=2500, cache=False, progress=False)
+    reqs = [{"prompt": "{} is located in the city of", "subject": "The Eiffel Tower", "target_new": " Paris"},
+            {"prompt": "{} is located in the city of", "subject": "The Colosseum", "target_new": " London"}]
+    d0 = embedded.weights_digest()
+    e = memit_edit(embedded, reqs, layers=layers, stats=stats, v_steps=3, templates=((5, 1),), mom2_ridge=1e-4)
+    try:
+        assert e.facts_info[0]["answered"] and not e.facts_info[1]["answered"]
+        assert e.facts_info[0]["delta_norm"] == 0.0 and e.facts_info[0]["steps"] == 1  # z = h
+        assert e.facts_info[1]["delta_norm"] > 0
+    finally:
+        e.revert()
+    assert embedded.weights_digest() == d0
+    with pytest.raises(ValueError, match="already the model's answer"):  # one ROME edit still refuses it
+        rome.edit(embedded, reqs[0]["prompt"], reqs[0]["subject"], " Paris", 4, stats=stats[4], v_steps=3)

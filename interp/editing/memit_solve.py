@@ -6,7 +6,9 @@ their spread over a range of MLP layers. :mod:`interp.editing.memit` builds the 
    the range (``blocks.{L}.hook_resid_post``) at the subject's last token of every templated prompt, clamped to
    ``clamp_norm_factor`` times the norm of that residual. ``z_i = h_i + delta_i`` with ``h_i`` the residual
    averaged over the templates (delta is added at every template row, so the mean edited residual is exactly
-   ``h_i + delta_i``). The reference code takes ``h_i`` from the bare prompt but averages the keys over templates;
+   ``h_i + delta_i``). A fact whose target already is the model's greedy answer keeps ``z_i = h_i`` (``answered``
+   in its info; in evaluations, the second fact of a subject can be made true by the round that edited the
+   first). The reference code takes ``h_i`` from the bare prompt but averages the keys over templates;
    here keys and residuals are both template means, the same choice :mod:`rome` makes for k* and v*.
 2. Spread. For the layers ``l_1 < ... < l_m = L`` in order: keys ``K`` [n, d_mlp] (template-mean MLP hidden
    vectors at the subject's last token) and current residuals ``H`` [n, d_model] at ``L`` are read from the model
@@ -185,7 +187,9 @@ def optimize_targets(model, requests: list[dict], layer: int, hp: MemitHparams, 
         target_ids = model.target_tokens(req["target_new"])
         b = edit_batch(model, req["prompt"], req["subject"], target_ids, templates, hp.kl_prompt, hp.subject_token)
         try:
-            opt = optimize_delta(model, layer, b, hp, req["target_new"], None, value_hook=hook)
+            # a fact the model already answers (e.g. made true by an earlier round's edit of the same subject)
+            # keeps its residual: z = h, delta 0
+            opt = optimize_delta(model, layer, b, hp, req["target_new"], None, value_hook=hook, answered="keep")
         except ValueError as e:
             raise ValueError(f"record {req['index']} (case_id {req['case_id']!r}, {req['subject']!r} -> "
                              f"{req['target_new']!r}): {e}") from None
@@ -200,7 +204,7 @@ def optimize_targets(model, requests: list[dict], layer: int, hp: MemitHparams, 
                      "answer_before": opt["answer"], "p_before": opt["p_before"], "nll_initial": opt["losses"][0],
                      "nll_final": opt["losses"][-1], "steps": len(opt["losses"]), "delta_norm": dn,
                      "resid_norm": opt["out_norm"], "clamp": opt["max_norm"],
-                     "clamp_bound": bool(dn >= opt["max_norm"] * (1 - 1e-4))})
+                     "clamp_bound": bool(dn >= opt["max_norm"] * (1 - 1e-4)), "answered": opt["answered"]})
     return Targets(layer, requests, torch.stack(zs), torch.stack(inits), batches, info, losses, list(templates),
                    seed)
 

@@ -393,14 +393,15 @@ def edit_batch(model, prompt, subject, target_ids, templates, kl_prompt, subject
                   torch.tensor(target_ids))
 
 
-def optimize_delta(model, layer: int, b: EditBatch, hp, target: str, progress, *, value_hook: str | None = None
-                   ) -> dict:
+def optimize_delta(model, layer: int, b: EditBatch, hp, target: str, progress, *, value_hook: str | None = None,
+                   answered: str = "raise") -> dict:
     """Adam on ``delta`` [d_model] added to the down projection's output (``arch.mlp_value_hook``: where
     ``M k (+ b)`` is read, before any post-norm) at each row's subject position. ``value_hook`` names another
     hook point to optimise at instead (MEMIT: the residual after the last edited layer); the clamp is then
     relative to that hook's value. ``hp``: anything with ROME's v_* / clamp / kl fields. Returns delta, the
     keys at ``layer``, the per-step NLL, the clamp, the mean initial value at the hook (``out_init``) and its
-    norm, the target's probability before and the model's greedy answer."""
+    norm, the target's probability before and the model's greedy answer. A target that already is the greedy
+    answer of the bare prompt raises (``answered="raise"``) or leaves delta 0 (``"keep"``, ``answered`` True)."""
     dev, dtype = model.device_of(layer), model.dtype  # delta lives where its hook runs
     n, width = b.tokens.shape
     rows_all = torch.arange(n)
@@ -426,6 +427,7 @@ def optimize_delta(model, layer: int, b: EditBatch, hp, target: str, progress, *
 
     out_name, key_name = value_hook or arch.mlp_value_hook(model, layer), f"blocks.{layer}.mlp.hook_post"
     losses, kl_init, max_norm, out_norm, p_before, answer, out_init = [], None, None, None, None, None, None
+    already = False
     with frozen_params(model), torch.enable_grad():
         for step in range(hp.v_steps):
             hooks = [(out_name, add_delta)] + ([(key_name, read_key)] if step == 0 else [])
@@ -437,7 +439,8 @@ def optimize_delta(model, layer: int, b: EditBatch, hp, target: str, progress, *
                 # row 0 is the bare prompt: is the target already what the model says (greedy)?
                 greedy = logp[:T].argmax(-1).cpu()
                 answer = model.tokenizer.decode(greedy.tolist())
-                if torch.equal(greedy, b.target_ids):
+                already = torch.equal(greedy, b.target_ids)
+                if already and answered == "raise":
                     raise ValueError(f"target {target!r} is already the model's answer to the prompt; "
                                      "choose a different target")
                 p_before = float(torch.exp(-tok_nll[0].detach().mean()))
@@ -445,6 +448,9 @@ def optimize_delta(model, layer: int, b: EditBatch, hp, target: str, progress, *
                 out_init = seen["out"][:n_rw].mean(0)
                 out_norm = float(out_init.norm())
                 max_norm = hp.clamp_norm_factor * out_norm
+                if already:  # answered="keep" (MEMIT, a later round): nothing to write, delta stays 0
+                    losses.append(float(nll.detach()))
+                    break
             kl = torch.sum(kl_logp.exp() * (kl_logp - kl_init))
             decay = hp.v_weight_decay * delta.norm() / out_norm ** 2
             loss = nll + hp.kl_factor * kl + decay
@@ -462,11 +468,11 @@ def optimize_delta(model, layer: int, b: EditBatch, hp, target: str, progress, *
                     delta.mul_(max_norm / norm)
     if not torch.isfinite(delta).all():
         raise FloatingPointError("the v* optimisation diverged (non-finite delta); lower v_lr")
-    if len(losses) > 1 and not bool(delta.detach().abs().max() > 0):
+    if len(losses) > 1 and not bool(delta.detach().abs().max() > 0):  # (an answered target stops at step 0)
         raise ValueError(f"the target does not depend on layer {layer}'s MLP output at the subject's last token "
                          "(zero gradient; e.g. the last layer, where no attention follows); choose an earlier layer")
     return {"delta": delta.detach().cpu(), "keys": seen["keys"], "losses": losses, "max_norm": max_norm,
-            "out_norm": out_norm, "p_before": p_before, "answer": answer, "out_init": out_init}
+            "out_norm": out_norm, "p_before": p_before, "answer": answer, "out_init": out_init, "answered": already}
 
 
 def key_stats(model, layer: int, n_tokens: int = 100_000, **kwargs):

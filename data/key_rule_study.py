@@ -72,7 +72,8 @@ def main() -> None:
     model = interp.load(device="cpu")
     layer = rome.default_layer(model)
     stats = rome.key_stats(model, layer, rome.RomeHparams.mom2_n_tokens, progress=False)
-    records = (rome.load_records(args.records) if args.records else rome.load_records(split="dev"))[args.start: args.start + args.n]
+    records = rome.load_records(args.records) if args.records else rome.load_records(split="dev")
+    records = records[args.start: args.start + args.n]
     rules = args.rules.split(",")
     rows, t0 = [], time.perf_counter()
     for f in records:

@@ -28,7 +28,8 @@ form, and ``*_acc``, the strict form (the wanted target's first token is the top
 
 A record whose efficacy (success form) is false after its edit gets a ``failure`` reason
 (:func:`interp.editing.eval_report.diagnose`: "clamp bound", "v* not converged", "key mismatch", "small key",
-"edit did not transfer"). Aggregates are means over records with a normal-approximation 95% CI (mean +- 1.96 standard errors).
+"edit did not transfer"). Aggregates are means over records with a normal-approximation 95% CI (mean +- 1.96
+standard errors).
 The measurements (:mod:`interp.editing.eval_measure`) run many records per forward; the "before" ones of up to
 :data:`BEFORE_CHUNK` records at once.
 """

@@ -75,7 +75,8 @@ def main() -> None:
     agg = {}
     for rule in ("last", "peak"):
         for subset, rs in (("all", rows), ("differ", differ)):
-            agg[f"{rule}_{subset}"] = {k: mean_ci(k, [r[rule][k] for r in rs if k in r[rule]]) for k in KEYS}
+            agg[f"{rule}_{subset}"] = {k: mean_ci(k, [r[rule][k] for r in rs if k in r[rule]], bounds=(0, 100))
+                                       for k in KEYS}
     doc = {"commands": commands,
            "model": "embedded SmolLM2-135M-Instruct", "split": "dev", "layer": layer, "n_records": len(rows),
            "n_peak_not_last": len(differ), "seconds": seconds, "aggregates": agg, "records": rows}

@@ -99,7 +99,7 @@ def main() -> None:
     summary = {}
     for rule in rules:
         ok = [r for r in rows if r["rule"] == rule and "error" not in r]
-        summary[rule] = {m: mean_ci(m, [100 * r[m] for r in ok]) for m in
+        summary[rule] = {m: mean_ci(m, [100 * r[m] for r in ok], bounds=(0, 100)) for m in
                          ("efficacy_score", "paraphrase_score", "neighborhood_score", "efficacy_acc", "paraphrase_acc",
                           "neighborhood_acc")}
         summary[rule]["key_match_median"] = sorted(r["key_match"] for r in ok)[len(ok) // 2]

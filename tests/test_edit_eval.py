@@ -144,6 +144,29 @@ def test_evaluate_rome_edits_and_beats_its_baseline_on_these_records(dev_eval):
     assert res.baseline is not None and res.baseline.editor == "ft" and len(res.baseline.to_frame()) == len(f)
 
 
+def test_score_cis_stay_within_their_bounds():
+    """Wilson's interval for 0/1 outcomes (checked against its closed form at p = 1: lower = n / (n + z^2)); the
+    normal interval, cut at 100, for per-record shares; unbounded metrics keep the plain normal interval."""
+    from interp.editing.eval_report import mean_ci
+
+    z2 = 1.96 ** 2
+    all_hit = mean_ci("efficacy_score", [100.0] * 20, bounds=(0, 100))
+    assert all_hit["mean"] == 100 and all_hit["ci_high"] == 100
+    assert abs(all_hit["ci_low"] - 100 * 20 / (20 + z2)) < 1e-9  # not the zero-width [100, 100]
+    vals = [0.0] * 3 + [100.0] * 17
+    p, n = 0.85, 20
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = 1.96 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    w = mean_ci("efficacy_score", vals, bounds=(0, 100))
+    assert abs(w["ci_low"] - 100 * (centre - half)) < 1e-9 and abs(w["ci_high"] - 100 * (centre + half)) < 1e-9
+    shares = [100.0] * 17 + [50.0] * 3
+    plain, cut = mean_ci("paraphrase_score", shares), mean_ci("paraphrase_score", shares, bounds=(0, 100))
+    assert plain["ci_high"] > 100 and cut["ci_high"] == 100 and cut["ci_low"] == plain["ci_low"]
+    assert cut["mean"] == plain["mean"] == 92.5
+    with pytest.raises(ValueError, match=r"efficacy_score: values must lie within \(0, 100\)"):
+        mean_ci("efficacy_score", [1.0, 101.0], bounds=(0, 100))
+
+
 def test_evaluate_aggregates_and_json(dev_eval):
     res, _, _ = dev_eval
     agg = res.aggregates()

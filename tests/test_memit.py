@@ -295,6 +295,8 @@ def test_a_fact_the_model_already_answers_keeps_its_residual(embedded):
         assert e.facts_info[0]["answered"] and not e.facts_info[1]["answered"]
         assert e.facts_info[0]["delta_norm"] == 0.0 and e.facts_info[0]["steps"] == 1  # z = h
         assert e.facts_info[1]["delta_norm"] > 0
+        # no share of z - h = 0 is missing: the answered fact has no z error and the mean is the other fact's
+        assert e.facts_info[0]["z_error"] is None and e.norms["z_error_mean"] == e.facts_info[1]["z_error"]
     finally:
         e.revert()
     assert embedded.weights_digest() == d0

@@ -116,8 +116,8 @@ class EvalResult(Result):
             for when in ("pre", "post"):
                 for kind in ("score", "magnitude", "acc"):
                     key = f"{name}_{kind}_{when}"
-                    if key in f:
-                        rows.append(mean_ci(key, 100 * f[key]))
+                    if key in f:  # a success or strict score lies in [0, 100]; a magnitude p(new) - p(true) does not
+                        rows.append(mean_ci(key, 100 * f[key], bounds=None if kind == "magnitude" else (0, 100)))
         ge_pre = float(f["gen_entropy_pre"].mean()) if len(f) else float("nan")
         rows.append(mean_ci("generation_entropy_pre", f["gen_entropy_pre"]))
         rows.append(mean_ci("generation_entropy_post", f["gen_entropy_post"]))
@@ -268,18 +268,41 @@ def _plain(v):
     return v.item() if hasattr(v, "item") else v
 
 
-def mean_ci(name: str, values) -> dict:
-    """{"metric", "mean", "ci_low", "ci_high", "n"}: the mean of the finite ``values`` with a normal-approximation
-    95% CI (mean +- 1.96 standard errors; NaN half-width for fewer than two values)."""
+def mean_ci(name: str, values, *, bounds: tuple | None = None) -> dict:
+    """{"metric", "mean", "ci_low", "ci_high", "n"}: the mean of the finite ``values`` with a 95% CI.
+
+    The normal approximation: mean +- 1.96 standard errors (NaN for fewer than two values). A score with
+    ``bounds=(lo, hi)`` (e.g. (0, 100) percent) keeps its CI within them: outcomes that are all lo or hi (efficacy:
+    one prompt per record) get Wilson's score interval, which is not zero-width at 100 %; per-record shares
+    (paraphrase, neighbourhood) get the normal interval cut at the bounds (the mean cannot lie beyond them, so
+    the cut loses no coverage). Uncut, scores near 100 gave [96.9, 101.0]."""
     vals = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     n = len(vals)
     mean = sum(vals) / n if n else float("nan")
+    if bounds is not None and any(v < bounds[0] or v > bounds[1] for v in vals):
+        raise ValueError(f"{name}: values must lie within {bounds}, got {min(vals)} .. {max(vals)}")
+    if bounds is not None and n and all(v in bounds for v in vals):
+        lo, hi = bounds
+        low, high = _wilson((mean - lo) / (hi - lo), n)
+        return {"metric": name, "mean": mean, "ci_low": lo + (hi - lo) * low, "ci_high": lo + (hi - lo) * high,
+                "n": n}
     if n > 1:
         sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1))
         half = 1.96 * sd / math.sqrt(n)
     else:
         half = float("nan")
-    return {"metric": name, "mean": mean, "ci_low": mean - half, "ci_high": mean + half, "n": n}
+    low, high = mean - half, mean + half
+    if bounds is not None and half == half:
+        low, high = max(low, bounds[0]), min(high, bounds[1])
+    return {"metric": name, "mean": mean, "ci_low": low, "ci_high": high, "n": n}
+
+
+def _wilson(p: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    p = min(max(p, 0.0), 1.0)  # (float rounding of a mean of values within the bounds)
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(centre - half, 0.0), min(centre + half, 1.0)
 
 
 def _harmonic(values: Sequence[float]) -> float:

@@ -28,8 +28,9 @@ form, and ``*_acc``, the strict form (the wanted target's first token is the top
 
 A record whose efficacy (success form) is false after its edit gets a ``failure`` reason
 (:func:`interp.editing.eval_report.diagnose`: "clamp bound", "v* not converged", "key mismatch", "small key",
-"edit did not transfer"). Aggregates are means over records with a normal-approximation 95% CI (mean +- 1.96
-standard errors).
+"edit did not transfer"). Aggregates are means over records with a 95% CI: mean +- 1.96 standard errors, kept
+within [0, 100] for scores (Wilson's interval where every record's outcome is 0 or 100;
+:func:`interp.editing.eval_report.mean_ci`).
 The measurements (:mod:`interp.editing.eval_measure`) run many records per forward; the "before" ones of up to
 :data:`BEFORE_CHUNK` records at once.
 """

@@ -270,10 +270,12 @@ def memit_edit(model, records, layers=None, *, seed: int = 0, stats=None, progre
 def _assemble(requests, layers, hp, seed, templates, fingerprint, targets, res, timings) -> MemitEdit:
     facts_info = []
     for i, info in enumerate(targets.info):
-        facts_info.append({**info, "z_error": res["z_error"][i],
+        # an answered fact has z = h: a share of z - h still missing has no meaning there (the divisor is 0)
+        facts_info.append({**info, "z_error": None if info.get("answered") else res["z_error"][i],
                            "key_norms": {str(l): float(res["keys"][l][i].norm()) for l in layers}})
+    errors = [f["z_error"] for f in facts_info if f["z_error"] is not None]
     norms = {"layers": {str(l): v for l, v in res["norms"].items()},
-             "z_error_mean": sum(res["z_error"]) / len(res["z_error"]),
+             "z_error_mean": sum(errors) / len(errors) if errors else float("nan"),
              "delta_mean": sum(f["delta_norm"] for f in targets.info) / len(targets.info)}
     return MemitEdit(requests=requests, layers=layers, resids=res["resid"], adjs=res["adj"], keys=res["keys"],
                      z=targets.z, hparams=hp.to_dict(), seed=seed, templates=list(templates),

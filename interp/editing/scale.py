@@ -69,7 +69,7 @@ def score_all(model, facts) -> dict:
     for name in ALL_SCORES:
         for kind in ("score", "acc"):
             key = f"{name}_{kind}"
-            out[key] = mean_ci(key, [100 * r[key] for r in rows])
+            out[key] = mean_ci(key, [100 * r[key] for r in rows], bounds=(0, 100))
     return out
 
 

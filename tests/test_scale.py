@@ -74,6 +74,10 @@ def test_a_harmful_edit_is_named_as_the_collapse(embedded, facts, tmp_path):
     assert (tmp_path / "seq.png").stat().st_size > 0
     table = mass_table([res, back])
     assert list(table["n_edited"]) == [1, 3, 1, 3] and set(table["mode"]) == {"one by one"}
+    # a score's CI lies within [0, 100] and holds its mean (a share of one fact has none: NaN)
+    for m, t in (("efficacy_score", table), ("neighborhood_acc", table[table["n_edited"] == 3])):
+        assert ((0 <= t[f"{m}_ci_low"]) & (t[f"{m}_ci_low"] <= t[m])).all()
+        assert ((t[m] <= t[f"{m}_ci_high"]) & (t[f"{m}_ci_high"] <= 100)).all()
     plot_mass([res], out=tmp_path / "mass.png")
     with pytest.raises(ValueError, match="not a ScaleResult"):
         ScaleResult.from_json({"result": "EvalResult"})

@@ -304,8 +304,9 @@ def _nan_for_null(x):
 
 
 def mass_table(results: Sequence[ScaleResult]):
-    """DataFrame: one row per (editor, batch size, facts edited) with every final score (percent, 95% CI) —
-    e.g. MEMIT runs of one batch of N facts beside ROME / FT-L runs of N edits one after another."""
+    """DataFrame: one row per (editor, batch size, facts edited) with every final score (percent) and its 95% CI
+    (``{score}_ci_low`` / ``_ci_high``: a score's CI need not be symmetric near 0 or 100) — e.g. MEMIT runs of
+    one batch of N facts beside ROME / FT-L runs of N edits one after another."""
     import pandas as pd
 
     rows = []
@@ -315,7 +316,7 @@ def mass_table(results: Sequence[ScaleResult]):
             mode = "one batch" if len(r.steps) == 1 and bs > 1 else f"batches of {bs}" if bs > 1 else "one by one"
             row = {"editor": r.editor, "mode": mode, "batch_size": bs, "n_edited": c["n_edited"]}
             for k, v in c["scores"].items():
-                row[k], row[f"{k}_ci"] = v["mean"], (v["ci_high"] - v["ci_low"]) / 2
+                row[k], row[f"{k}_ci_low"], row[f"{k}_ci_high"] = v["mean"], v["ci_low"], v["ci_high"]
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -330,8 +331,9 @@ def plot_mass(results: Sequence[ScaleResult], *, out=None):
         label = f"{ed} ({mode})"
         part = part.sort_values("n_edited")
         for ax, m in zip(axes, ("efficacy", "paraphrase", "neighborhood")):
-            ax.errorbar(part["n_edited"], part[f"{m}_score"], yerr=part[f"{m}_score_ci"], fmt="o-", color=f"C{i}",
-                        capsize=2, label=label)
+            y = part[f"{m}_score"]
+            err = [y - part[f"{m}_score_ci_low"], part[f"{m}_score_ci_high"] - y]
+            ax.errorbar(part["n_edited"], y, yerr=err, fmt="o-", color=f"C{i}", capsize=2, label=label)
             ax.plot(part["n_edited"], part[f"{m}_acc"], "x--", color=f"C{i}")
     for ax, m in zip(axes, ("efficacy", "paraphrase", "neighborhood")):
         ax.set(xscale="log", xlabel="facts edited", ylabel="%", ylim=(-2, 102), title=f"{m} (solid: success, "

@@ -11,8 +11,10 @@ neighbours, so values agree to float rounding).
     .venv/bin/python data/test_split_eval.py pool                        # test_split/{rome,ft}.json + the table
     .venv/bin/python data/test_split_eval.py table                       # the Markdown table of data/README.md
 
-MEMIT edits the whole split in one batch, so it has no shards: its JSON is the CLI's own output,
-``interp eval-edits --split test --editor memit --batch-size 464 --json > data/test_split/memit.json``.
+MEMIT edits the whole split in one batch, so it has no shards: its JSON is the CLI's own output, with the
+per-record table beside it (``interp eval-edits --split test --editor memit --batch-size 464 --json --csv
+data/test_split/memit.csv > data/test_split/memit.json``); ``pool`` recomputes that JSON's aggregates from the
+table with the current code (checking that every mean is the CLI's), so all three columns share one CI rule.
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ def pool(args) -> None:
     import pandas as pd
 
     from interp import rome
+    from interp.core.results import jsonable
     from interp.editing.eval_report import EvalResult, diagnose
 
     records = rome.load_records(split="test")
@@ -121,9 +124,36 @@ def pool(args) -> None:
         out.update(split="test", complete=covered == wanted, n_shards=len(docs),
                    wall_seconds_sum=out.pop("seconds"),
                    command="OMP_NUM_THREADS=1 .venv/bin/python data/test_split_eval.py run (shards), then pool")
-        (HERE / f"{editor}.json").write_text(json.dumps(out, indent=1) + "\n")
+        (HERE / f"{editor}.json").write_text(json.dumps(jsonable(out), indent=1) + "\n")
         print(res.summary())
+    memit_from_table()
     table(args)
+
+
+def memit_from_table(path: Path = HERE / "memit.json", csv: Path = HERE / "memit.csv") -> None:
+    """Rewrite the CIs in ``memit.json`` from ``memit.csv`` (the same run's per-record rows)."""
+    import pandas as pd
+
+    from interp.core.results import jsonable
+    from interp.editing.eval_report import EvalResult
+
+    if not (path.exists() and csv.exists()):
+        return
+    doc = json.loads(path.read_text())
+    frame = pd.read_csv(csv, index_col="case_id").drop(columns="editor")
+    res = EvalResult(frame=frame, editor=doc["editor"], layer=doc["layer"], hparams=doc["hparams"],
+                     settings=doc["settings"], seconds=doc["seconds"], layers=doc["layers"])
+    new = res.to_json()
+    for key, value in new.items():
+        if key.endswith("_ci") or key in ("failures", "failure_counts", "n_failed", "n_records"):
+            continue
+        old = doc.get(key)
+        if isinstance(value, float) and isinstance(old, float) and not math.isclose(value, old, rel_tol=1e-9,
+                                                                                     abs_tol=1e-9):
+            raise SystemExit(f"memit.csv does not give memit.json's {key}: {value} vs {old}")
+    doc.update({k: v for k, v in new.items() if k.endswith("_ci")})
+    doc["ci_rule"] = "eval_report.mean_ci (recomputed by data/test_split_eval.py pool from memit.csv)"
+    path.write_text(json.dumps(jsonable(doc), indent=1) + "\n")
 
 
 ROWS = (("efficacy", "efficacy"), ("paraphrase", "paraphrase"), ("paraphrase (other forms)", "paraphrase_other"),

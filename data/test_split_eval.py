@@ -163,7 +163,9 @@ ROWS = (("efficacy", "efficacy"), ("paraphrase", "paraphrase"), ("paraphrase (ot
 def _cell(doc: dict, key: str, digits: int = 1) -> str:
     if key not in doc:
         return "—"
-    lo, hi = doc.get(f"{key}_ci", [float("nan")] * 2)
+    lo, hi = doc.get(f"{key}_ci") or [None, None]
+    if lo is None or hi is None or lo != lo:  # one measurement (MEMIT's one batch has one drift): no CI
+        return f"{doc[key]:.{digits}f} (one batch)"
     return f"{doc[key]:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
@@ -173,9 +175,10 @@ def table(args=None) -> None:
     if not docs:
         raise SystemExit(f"nothing pooled yet under {HERE}")
     names = {"rome": "ROME (one edit at a time)", "ft": "FT-L (one at a time)", "memit": "MEMIT (all at once)"}
-    head = "| metric | form | unedited | " + " | ".join(names[e] for e in docs) + " |"
+    first = max(docs.values(), key=lambda d: d["n_records"])  # the unedited scores of the most records
+    head = (f"| metric | form | unedited ({first['n_records']}) | "
+            + " | ".join(f"{names[e]}, {d['n_records']} records" for e, d in docs.items()) + " |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    first = next(iter(docs.values()))
     for label, key in ROWS:
         for form, kind in (("success", "score"), ("strict (top-1)", "acc")):
             k = f"{key}_{kind}"
@@ -184,8 +187,9 @@ def table(args=None) -> None:
     lines.append("| generation entropy drop % | | | " + " | ".join(_cell(d, "generation_entropy_drop", 2)
                                                            for d in docs.values()) + " |")
     lines.append("| loss drift % | | | " + " | ".join(_cell(d, "loss_drift", 3) for d in docs.values()) + " |")
-    lines.append("| records (failed edits) | | | " + " | ".join(
-        f"{d['n_records']} ({len(d.get('failures', []))})" for d in docs.values()) + " |")
+    lines.append("| edits failing efficacy (diagnosed reasons) | | | " + " | ".join(
+        f"{len(d.get('failures', []))} ({', '.join(f'{k} {v}' for k, v in d.get('failure_counts', {}).items())})"
+        for d in docs.values()) + " |")
     print("\n".join(lines))
 
 

@@ -105,6 +105,18 @@ class EvalResult(Result):
         missing += [c for c in ("loss_drift", "edit_seconds") if c not in f.columns]
         return f.assign(**dict.fromkeys(missing, float("nan"))) if missing else f
 
+    def _per_batch(self, column: str):
+        """A measurement made once per batch (the loss drift, with ``batch_size`` > 1 on every row of its batch),
+        over the successful edits: one value per batch, so that its CI counts batches, not rows (one batch: no
+        CI)."""
+        import pandas as pd
+
+        f, bs = self.frame, int(self.settings.get("batch_size", 1) or 1)
+        ok = f["error"].isna().to_numpy() if "error" in f else [True] * len(f)
+        vals = f[column].to_numpy() if column in f else [float("nan")] * len(f)
+        per_row = pd.Series(vals, index=[i // bs for i in range(len(f))], dtype=float)[ok]
+        return per_row if bs <= 1 else per_row.groupby(level=0).first()
+
     def aggregates(self):
         """Mean and 95% CI per metric (scores and accuracies in percent; entropy drop and loss drift in percent).
         ``*_score`` is the paper's success form, ``*_acc`` the strict form (the wanted target is top-1)."""
@@ -122,7 +134,7 @@ class EvalResult(Result):
         rows.append(mean_ci("generation_entropy_pre", f["gen_entropy_pre"]))
         rows.append(mean_ci("generation_entropy_post", f["gen_entropy_post"]))
         rows.append(mean_ci("generation_entropy_drop", 100 * (f["gen_entropy_pre"] - f["gen_entropy_post"]) / ge_pre))
-        rows.append(mean_ci("loss_drift", f["loss_drift"]))
+        rows.append(mean_ci("loss_drift", self._per_batch("loss_drift")))
         rows.append(mean_ci("edit_seconds", f["edit_seconds"] if "edit_seconds" in f else []))
         for form in ("", "_acc"):
             kind = "acc" if form else "score"

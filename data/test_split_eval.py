@@ -188,8 +188,8 @@ def table(args=None) -> None:
                                                            for d in docs.values()) + " |")
     lines.append("| loss drift % | | | " + " | ".join(_cell(d, "loss_drift", 3) for d in docs.values()) + " |")
     lines.append("| edits failing efficacy (diagnosed reasons) | | | " + " | ".join(
-        f"{len(d.get('failures', []))} ({', '.join(f'{k} {v}' for k, v in d.get('failure_counts', {}).items())})"
-        for d in docs.values()) + " |")
+        f"{len(d.get('failures', []))}" + (f" ({', '.join(f'{k} {v}' for k, v in d['failure_counts'].items())})"
+                                          if d.get("failure_counts") else "") for d in docs.values()) + " |")
     print("\n".join(lines))
 
 

@@ -164,8 +164,8 @@ def _cell(doc: dict, key: str, digits: int = 1) -> str:
     if key not in doc:
         return "—"
     lo, hi = doc.get(f"{key}_ci") or [None, None]
-    if lo is None or hi is None or lo != lo:  # one measurement (MEMIT's one batch has one drift): no CI
-        return f"{doc[key]:.{digits}f} (one batch)"
+    if lo is None or hi is None or lo != lo:  # fewer than two measurements (MEMIT's one batch: one drift): no CI
+        return f"{doc[key]:.{digits}f} (one measurement)"
     return f"{doc[key]:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 

@@ -535,6 +535,7 @@ def test_memit_batch_evaluation_reverts_every_layer(tiny_llama, tmp_path):
     # both facts share one edit: the batch's drift and the per-fact share of its time on every row
     assert f["loss_drift"].nunique() == 1 and f["edit_seconds"].nunique() == 1
     assert f["opt_p_final"].notna().all()
+    assert f["key_match"].between(-10, 10).all()  # MEMIT reports its bare-prompt key share (failure diagnosis)
     drift = res.aggregates().loc["loss_drift"]  # one batch, one drift measurement: no CI from repeated rows
     assert drift["n"] == 1 and drift["mean"] == f["loss_drift"].iloc[0] and math.isnan(drift["ci_low"])
 

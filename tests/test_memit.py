@@ -84,6 +84,60 @@ def test_one_fact_one_layer_is_the_least_squares_solution(tiny3):
     assert float(expected.norm()) > 0
 
 
+def template_states(m, e, req, layer):
+    """Per template row (unedited forwards): the key at ``layer`` and the residual after it, at the subject."""
+    keys, resid = [], []
+    for tpl in e.templates:
+        text = tpl.replace("{}", req["prompt"]).replace("{}", req["subject"])
+        pos = m.to_tokens(text[: text.index(req["subject"]) + len(req["subject"])]).shape[1] - 1
+        c = m.cache(text, [f"blocks.{layer}.mlp.hook_post", f"blocks.{layer}.hook_resid_post"])
+        keys.append(c[f"blocks.{layer}.mlp.hook_post"][0, pos].double())
+        resid.append(c[f"blocks.{layer}.hook_resid_post"][0, pos].double())
+    return torch.stack(keys), torch.stack(resid)
+
+
+@pytest.mark.parametrize("beta", [1.0, 4.0])
+def test_key_spread_weight_solves_for_every_templated_key(tiny3, beta):
+    """With β = key_spread_weight the update minimises Σ_r (1/n)|ΔW k_r - r|² (β = 1: every templated key asks
+    for the residual share) or in general |ΔW k̄ - r|² + β Σ_r (1/n)|ΔW (k_r - k̄)|², + λ tr(ΔW C ΔWᵀ): solved
+    here as a stacked least-squares system from independent forwards. ``key_match`` is the bare prompt's MLP
+    output change over the mean key's, read from forwards before and after the edit."""
+    m, stats = tiny3
+    lam, req = 50.0, REQUESTS[0]
+    plain = memit_edit(m, [req], layers=[1], stats=stats, mom2_update_weight=lam, **FAST)
+    plain.revert()
+    k_rows, h_rows = template_states(m, plain, req, 1)
+    text = req["prompt"].replace("{}", req["subject"])
+    pos = m.to_tokens(req["subject"]).shape[1] - 1  # bare prompt: the subject's last token
+    out_before = m.cache(text, ["blocks.1.hook_mlp_out"])["blocks.1.hook_mlp_out"][0, pos].double()
+    e = memit_edit(m, [req], layers=[1], stats=stats, mom2_update_weight=lam, key_spread_weight=beta, **FAST)
+    try:
+        out_after = m.cache(text, ["blocks.1.hook_mlp_out"])["blocks.1.hook_mlp_out"][0, pos].double()
+    finally:
+        e.revert()
+    n = len(k_rows)
+    k, h = k_rows.mean(0), h_rows.mean(0)
+    r = e.z[0].double() - h
+    evals, evecs = torch.linalg.eigh(stats[1].mom2)
+    c_half = evecs @ torch.diag(evals.clamp_min(0).sqrt()) @ evecs.T
+    zeros = torch.zeros(m.d_mlp, m.d_model, dtype=torch.float64)
+    if beta == 1.0:
+        a = torch.cat([k_rows / math.sqrt(n), math.sqrt(lam) * c_half])
+        b = torch.cat([r.expand(n, -1) / math.sqrt(n), zeros])
+    else:
+        a = torch.cat([k[None], (k_rows - k) * math.sqrt(beta / n), math.sqrt(lam) * c_half])
+        b = torch.cat([r[None], torch.zeros(n, m.d_model, dtype=torch.float64), zeros])
+    expected = torch.linalg.lstsq(a, b).solution.T
+    assert float((e.delta(1) - expected).norm() / expected.norm()) < 1e-4
+    assert float((e.delta(1) - plain.delta(1)).norm() / plain.delta(1).norm()) > 1e-3   # β changed the update
+    change = out_after - out_before                                     # ΔW k_0: the bias is not edited
+    mean_change = e.delta(1) @ k
+    share = float(change @ mean_change / mean_change.norm() ** 2)
+    assert math.isclose(e.facts_info[0]["key_match"], share, rel_tol=1e-3, abs_tol=1e-4)
+    assert e.facts_info[0]["key_match_layers"] == {"1": e.facts_info[0]["key_match"]}
+    assert e.hparams["key_spread_weight"] == beta
+
+
 def test_every_layer_is_written_as_w_plus_its_delta(tiny_batch):
     m, _, e, before, _ = tiny_batch
     assert e.layers == [0, 1] and e.layer == 1 and e.applied and e.applied_model is m
@@ -212,6 +266,9 @@ def test_bad_input(tiny3):
         memit_edit(m, many, layers=[0, 1], stats=stats)
     with pytest.raises(ValueError, match="unknown MEMIT hyperparameter"):
         memit_edit(m, REQUESTS, layers=[0, 1], stats=stats, v_stepz=3)
+    for bad in (-1.0, float("inf"), float("nan"), "1", True):
+        with pytest.raises(ValueError, match=r"key_spread_weight=.*allowed: a finite number >= 0"):
+            memit_edit(m, REQUESTS, layers=[0, 1], stats=stats, key_spread_weight=bad)
     with pytest.raises(ValueError, match=r"no statistics for layer\(s\) \[1\]"):
         memit_edit(m, REQUESTS, layers=[0, 1], stats={0: stats[0]})
     with pytest.raises(ValueError, match="missing keys"):

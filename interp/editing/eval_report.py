@@ -9,10 +9,11 @@ after the edit. Its reason, from the edit's own record of its optimisation (ROME
    bound: ``|delta| >= 0.999 * clamp`` (ROME, MEMIT) or ``max |D| >= 0.999 * norm_constraint`` (FT-L);
 2. ``"v* not converged"``: the target's probability at the end of the optimisation, ``exp(-final NLL)`` (ROME /
    MEMIT: mean over the templated prompts; FT-L: its fine-tuning loss), is below :data:`P_CONVERGED` = 0.5;
-3. ``"key mismatch"`` (ROME): the bare rewrite prompt's own key gets less than :data:`KEY_MATCH` = 0.5 of the
-   update ``u vᵀ`` (``key_match`` = ``v · k`` of that prompt; v* was optimised as if it got all of it). Typical
-   for a subject right after BOS under ``key_rule="mean"``, whose key differs from the key of the same subject
-   inside a sentence; the default ``key_rule="auto"`` then answers to every templated key instead;
+3. ``"key mismatch"``: the bare rewrite prompt's own key gets less than :data:`KEY_MATCH` = 0.5 of the update
+   (ROME: ``key_match`` = ``v · k`` of that prompt under ``u vᵀ``; MEMIT: its share relative to the fact's mean
+   key, averaged over the layers; v* was optimised as if it got all of it). Typical for a subject right after
+   BOS, whose key differs from the key of the same subject inside a sentence; ROME's default
+   ``key_rule="auto"`` then answers to every templated key instead, MEMIT's ``key_spread_weight`` asks for it;
 4. ``"small key"``: ``k*ᵀC⁻¹k*`` (ROME's ``key_dot``) or ``|k*|`` is below :data:`SMALL_KEY` = 0.25 times its
    median over the evaluation's edits by the same editor (MEMIT: the key at its last layer);
 5. ``"edit did not transfer"``: v* reached its target with an ordinary, matching key, yet the bare rewrite prompt

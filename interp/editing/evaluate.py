@@ -112,7 +112,7 @@ def make_editor(model, editor, layer: int, seed: int = 0, stats=None, hparams: d
 def edit_diagnostics(handle, index: int | None = None) -> dict:
     """What the failure diagnosis reads from an applied edit (see :mod:`interp.editing.eval_report`): the
     optimisation's final target probability ``opt_p_final``, the optimised change and its bound (``delta_norm``,
-    ``clamp``), the key (``key_norm``, ``key_dot``, ROME's ``key_match``), and ``relative_update``. ``index``: the
+    ``clamp``), the key (``key_norm``, ROME's ``key_dot``, ``key_match``), and ``relative_update``. ``index``: the
     fact's position in a MEMIT batch. Keys an editor does not report are NaN."""
     nan = float("nan")
     norms = getattr(handle, "norms", None) or {}
@@ -123,7 +123,8 @@ def edit_diagnostics(handle, index: int | None = None) -> dict:
         f = info[index]
         last = str(getattr(handle, "layers", [None])[-1])
         out.update(opt_p_final=math.exp(-f["nll_final"]), delta_norm=f.get("delta_norm", nan),
-                   clamp=f.get("clamp", nan), key_norm=(f.get("key_norms") or {}).get(last, nan))
+                   clamp=f.get("clamp", nan), key_norm=(f.get("key_norms") or {}).get(last, nan),
+                   key_match=f.get("key_match", nan))
         rel = [v.get("relative_update", nan) for v in (norms.get("layers") or {}).values()]
         out["relative_update"] = max(rel) if rel else nan
     elif "nll_final" in norms:  # ROME

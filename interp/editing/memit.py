@@ -51,7 +51,8 @@ class MemitEdit(WeightEdit):
 
     ``requests`` (one dict per fact), ``z`` [n, d_model] the residual targets at the last layer, ``keys[l]`` the
     keys the layer was solved for, ``facts_info`` per fact (v* NLL before/after, whether the clamp bound, key and
-    residual norms, ``z_error``: the share of ``z - h`` still missing after the edit), ``norms`` per layer."""
+    residual norms, ``z_error``: the share of ``z - h`` still missing after the edit, ``key_match``: the share of
+    the update the bare prompt's key gets, mean over the layers), ``norms`` per layer."""
     requests: list
     layers: list
     resids: dict
@@ -171,7 +172,9 @@ class MemitEdit(WeightEdit):
         rows = []
         for i, info in enumerate(self.facts_info):
             for l in self.layers:
-                rows.append({"fact": i, "layer": l, **{k: v for k, v in info.items() if k != "key_norms"},
+                rows.append({"fact": i, "layer": l,
+                             **{k: v for k, v in info.items() if k not in ("key_norms", "key_match_layers")},
+                             "key_match_layer": (info.get("key_match_layers") or {}).get(str(l), float("nan")),
                              "key_norm": float(self.keys[l][i].norm()), "resid_norm": float(self.resids[l][i].norm())})
         return pd.DataFrame(rows).set_index(["fact", "layer"])
 
@@ -271,8 +274,11 @@ def _assemble(requests, layers, hp, seed, templates, fingerprint, targets, res, 
     facts_info = []
     for i, info in enumerate(targets.info):
         # an answered fact has z = h: a share of z - h still missing has no meaning there (the divisor is 0)
+        match = [res["key_match"][l][i] for l in layers]
         facts_info.append({**info, "z_error": None if info.get("answered") else res["z_error"][i],
-                           "key_norms": {str(l): float(res["keys"][l][i].norm()) for l in layers}})
+                           "key_norms": {str(l): float(res["keys"][l][i].norm()) for l in layers},
+                           "key_match": sum(match) / len(match),
+                           "key_match_layers": {str(l): m for l, m in zip(layers, match)}})
     errors = [f["z_error"] for f in facts_info if f["z_error"] is not None]
     norms = {"layers": {str(l): v for l, v in res["norms"].items()},
              "z_error_mean": sum(errors) / len(errors) if errors else float("nan"),

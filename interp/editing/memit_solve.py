@@ -17,6 +17,18 @@ their spread over a range of MLP layers. :mod:`interp.editing.memit` builds the 
    the minimiser of ``Σ_i |ΔW k_i - r_i|² + λ tr(ΔW C_l ΔWᵀ)``, is written before the next layer's keys are read.
    ``C_l = E[k kᵀ]`` over Wikipedia text (the float64 statistics of :mod:`interp.analyses.stats`); λ is
    ``mom2_update_weight``: C is a mean, so λ counts how many "preserved" keys the text's statistics stand for.
+
+Every context of a fact (``key_spread_weight`` β). The solve answers to each fact's template-mean key ``k̄_i``,
+but a prompt whose own key ``k`` is far from ``k̄_i`` gets ``ΔW k``, not ``ΔW k̄_i``: a subject right after BOS
+(the bare rewrite prompt "{} is located in ...") has a key unlike the same subject after a context prefix, the
+mismatch ROME's ``key_rule="auto"`` answers. With β > 0 the objective also asks every templated key of a fact
+(rows ``k_ir``, weight ``1/n_i`` each) for the fact's residual share: ``Σ_r (1/n_i) |ΔW k_ir - r_i|²`` is the
+template-mean term ``|ΔW k̄_i - r_i|²`` plus ``Σ_r (1/n_i) |ΔW (k_ir - k̄_i)|²``; weighting the second part by β
+changes only the solve's Gram term, ``λC + K̄ᵀK̄ + β Σ_i Cov_i`` with ``Cov_i = (1/n_i) Σ_r (k_ir - k̄_i)(k_ir -
+k̄_i)ᵀ`` (β = 1: every templated key asks for the share; larger β asks harder that every context be treated
+alike). β = 0 is the paper's template-mean solve. Each fact's
+``key_match`` (per layer, in ``facts_info``) is the share ``a_i · k_i0 / a_i · k̄_i`` of the update its bare
+prompt's key gets relative to its mean key (``a_i`` its row of ``K̄ (λC + ...)⁻¹``), ROME's ``v · k``.
 """
 
 from __future__ import annotations
@@ -43,6 +55,7 @@ class MemitHparams(RomeHparams):
     clamp_norm_factor: float = 0.75         # |delta| <= factor * |h| (the residual at the last layer)
     mom2_update_weight: float = 5000.0      # λ in λ C + K Kᵀ (dev: 5000 > 15000 > 50000; GPT-J 15000, GPT-2 XL 20000)
     key_rule: str = "mean"                  # each layer is solved for the facts' template-mean keys (only)
+    key_spread_weight: float = 0.0          # β: weight of every templated key of a fact (module docstring)
 
     KIND = "MEMIT"
     POSITIVE = (*RomeHparams.POSITIVE, "mom2_update_weight")
@@ -52,7 +65,12 @@ class MemitHparams(RomeHparams):
         hp = super().make(**overrides)
         if hp.key_rule != "mean":
             raise ValueError(f"key_rule={hp.key_rule!r} is ROME's; MEMIT solves each layer for the facts' "
-                             "template-mean keys (allowed: 'mean')")
+                             "template-mean keys (allowed: 'mean'; key_spread_weight > 0 makes it answer to "
+                             "every templated key as well)")
+        if not (isinstance(hp.key_spread_weight, (int, float)) and not isinstance(hp.key_spread_weight, bool)
+                and 0 <= hp.key_spread_weight < float("inf")):
+            raise ValueError(f"key_spread_weight={hp.key_spread_weight!r}; allowed: a finite number >= 0 (0: the "
+                             "template-mean keys alone)")
         return hp
 
 
@@ -210,11 +228,22 @@ def optimize_targets(model, requests: list[dict], layer: int, hp: MemitHparams, 
 
 
 # ============================================================================================ stage 2: spread
-def subject_states(model, batches: list, layer: int, z_layer: int, *, chunk: int = 64
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(K [n, d_mlp], H [n, d_model]) float64: the MLP hidden vector at ``layer`` and the residual after ``z_layer``
-    at each fact's subject-last token, averaged over its template rows (rows end at that token: nothing after it
-    reaches it), from the model as it is now."""
+@dataclass
+class States:
+    """What the spread reads from the model as it is now, per fact (float64): ``keys`` [n, d_mlp] the template-mean
+    MLP hidden vector at a layer, ``resid`` [n, d_model] the template-mean residual after the last layer,
+    ``bare`` [n, d_mlp] the key of the bare rewrite prompt (template row 0) and, when asked for, ``spread``
+    [d_mlp, d_mlp] = Σ_i Cov_i, the facts' key covariances over their templates (module docstring)."""
+    keys: torch.Tensor
+    resid: torch.Tensor
+    bare: torch.Tensor
+    spread: torch.Tensor | None = None
+
+
+def subject_states(model, batches: list, layer: int, z_layer: int, *, with_spread: bool = False, chunk: int = 64
+                   ) -> States:
+    """:class:`States` at ``layer`` (keys) and ``z_layer`` (residuals) at each fact's subject-last token over its
+    template rows (rows end at that token: nothing after it reaches it), from the model as it is now."""
     rows, pos, owner = [], [], []
     for f, b in enumerate(batches):
         for r in range(b.n_rewrite):
@@ -234,11 +263,16 @@ def subject_states(model, batches: list, layer: int, z_layer: int, *, chunk: int
             parts[n].append(store[n])
     owner_t = torch.tensor(owner)
     counts = torch.bincount(owner_t, minlength=len(batches)).to(torch.float64)[:, None]
-    out = []
-    for n in names:
-        x = torch.cat(parts[n])
-        out.append(torch.zeros(len(batches), x.shape[1], dtype=torch.float64).index_add_(0, owner_t, x) / counts)
-    return out[0], out[1]
+    rows_k, rows_h = torch.cat(parts[names[0]]), torch.cat(parts[names[1]])          # [rows, d_mlp], [rows, d_model]
+    keys, resid = (torch.zeros(len(batches), x.shape[1], dtype=torch.float64).index_add_(0, owner_t, x) / counts
+                   for x in (rows_k, rows_h))
+    first = torch.cumsum(counts[:, 0].long(), 0) - counts[:, 0].long()               # row 0 of each fact: bare
+    spread = None
+    if with_spread:
+        # Σ_i (1/n_i) Σ_r (k_ir - k̄_i)(k_ir - k̄_i)ᵀ, [d_mlp, d_mlp]
+        centred = (rows_k - keys[owner_t]) / counts[owner_t].sqrt()
+        spread = centred.T @ centred
+    return States(keys, resid, rows_k[first], spread)
 
 
 def second_moment(stats, layer: int, d_mlp: int) -> torch.Tensor:
@@ -258,12 +292,15 @@ def second_moment(stats, layer: int, d_mlp: int) -> torch.Tensor:
     return c.to("cpu", torch.float64)
 
 
-def solve_layer(keys: torch.Tensor, mom2: torch.Tensor, weight: float, ridge: float = 0.0, *, layer=None
-                ) -> torch.Tensor:
-    """``K (λC + KᵀK + ridge I)⁻¹`` [n, d_mlp] in float64 (Cholesky: the matrix is symmetric positive definite
-    whenever C is); ``ΔW = Rᵀ`` times this."""
+def solve_layer(keys: torch.Tensor, mom2: torch.Tensor, weight: float, ridge: float = 0.0, *, spread=None,
+                spread_weight: float = 0.0, layer=None) -> torch.Tensor:
+    """``K (λC + KᵀK + β S + ridge I)⁻¹`` [n, d_mlp] in float64 (Cholesky: the matrix is symmetric positive
+    definite whenever C is); ``S`` the facts' key spread (:class:`States`), β ``spread_weight``; ``ΔW = Rᵀ`` times
+    this."""
     k = keys.to(torch.float64)
     a = weight * mom2 + k.T @ k
+    if spread_weight:
+        a = a + spread_weight * spread
     if ridge:
         a = a + ridge * torch.eye(a.shape[0], dtype=torch.float64)
     chol, info = torch.linalg.cholesky_ex(a)
@@ -310,14 +347,18 @@ def spread(model, targets: Targets, layers: list[int], stats: dict, hp: MemitHpa
     ``resid`` [n, d_model] and ``adj`` [n, d_mlp] (ΔW = residᵀ adj), the keys and the norms, plus the originals
     and the written matrices. Any failure restores every layer (:func:`rollback`)."""
     z_layer = layers[-1]
-    out = {"resid": {}, "adj": {}, "keys": {}, "norms": {}, "edited": {}}
+    beta = float(hp.key_spread_weight)
+    out = {"resid": {}, "adj": {}, "keys": {}, "norms": {}, "edited": {}, "key_match": {}}
     with rollback(model, layers) as originals:
         for j, layer in enumerate(layers):
             notify(progress, stage="keys", layer=layer)
-            keys, h = subject_states(model, targets.batches, layer, z_layer)
+            st = subject_states(model, targets.batches, layer, z_layer, with_spread=beta > 0)
+            keys, h = st.keys, st.resid
             resid = (targets.z - h) / (len(layers) - j)
             notify(progress, stage="solve", layer=layer, error=float((targets.z - h).norm(dim=1).mean()))
-            adj = solve_layer(keys, stats[layer], hp.mom2_update_weight, hp.mom2_ridge, layer=layer)
+            adj = solve_layer(keys, stats[layer], hp.mom2_update_weight, hp.mom2_ridge, spread=st.spread,
+                              spread_weight=beta, layer=layer)
+            out["key_match"][layer] = ((adj * st.bare).sum(1) / (adj * keys).sum(1)).tolist()
             delta = factor_product(resid, adj)
             w = model.mlp_out_matrix(layer)
             new = updated(originals[layer], delta)
@@ -333,7 +374,7 @@ def spread(model, targets: Targets, layers: list[int], stats: dict, hp: MemitHpa
                                    "residual_error_mean": float((targets.z - h).norm(dim=1).mean()),
                                    "resid_mean": float(resid.norm(dim=1).mean()),
                                    "key_norm_mean": float(keys.norm(dim=1).mean())}
-        _, h_final = subject_states(model, targets.batches, z_layer, z_layer)
+        h_final = subject_states(model, targets.batches, z_layer, z_layer).resid
     out["originals"] = originals
     out["z_error"] = ((targets.z - h_final).norm(dim=1) / (targets.z - targets.init).norm(dim=1)
                       .clamp_min(1e-12)).tolist()

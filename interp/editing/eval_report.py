@@ -13,7 +13,8 @@ after the edit. Its reason, from the edit's own record of its optimisation (ROME
    (ROME: ``key_match`` = ``v · k`` of that prompt under ``u vᵀ``; MEMIT: its share relative to the fact's mean
    key, averaged over the layers; v* was optimised as if it got all of it). Typical for a subject right after
    BOS, whose key differs from the key of the same subject inside a sentence; ROME's default
-   ``key_rule="auto"`` then answers to every templated key instead, MEMIT's ``key_spread_weight`` asks for it;
+   ``key_rule="auto"`` then answers to every templated key instead (MEMIT's ``key_spread_weight`` can ask for
+   it, but on dev it did not help: data/memit_key_rule.json);
 4. ``"small key"``: ``k*ᵀC⁻¹k*`` (ROME's ``key_dot``) or ``|k*|`` is below :data:`SMALL_KEY` = 0.25 times its
    median over the evaluation's edits by the same editor (MEMIT: the key at its last layer);
 5. ``"edit did not transfer"``: v* reached its target with an ordinary, matching key, yet the bare rewrite prompt

@@ -72,8 +72,8 @@ def target_hparams(hp: dict) -> dict:
     return {k: v for k, v in hp.items() if k not in SPREAD_ONLY}
 
 
-def dev_facts(limit: int | None = None) -> list:
-    records = load_records(split="dev")
+def dev_facts(limit: int | None = None, split: str = "dev") -> list:
+    records = load_records(split=split)
     return [records[i] for i in subject_rounds(records)[0]][:limit]
 
 
@@ -85,7 +85,7 @@ def run_targets(args) -> None:
     model = interp.load(device="cpu")
     hp = MemitHparams.make()
     layers = default_layers(model)
-    facts = dev_facts(args.limit)
+    facts = dev_facts(args.limit, args.split)
     lo, hi = len(facts) * args.part // args.parts, len(facts) * (args.part + 1) // args.parts
     requests = as_requests(facts[lo:hi])
     templates = context_templates(model, seed=0, spec=hp.templates)
@@ -168,7 +168,7 @@ def aggregate(rows: list[dict], facts) -> dict:
 def run_compare(args) -> None:
     torch.set_num_threads(1)
     model = interp.load(device="cpu")
-    facts = dev_facts(args.limit)
+    facts = dev_facts(args.limit, args.split)
     layers = default_layers(model)
     base = MemitHparams.make()
     stats = {l: second_moment(s, l, model.d_mlp) for l, s in memit_stats(model, layers, base.mom2_n_tokens).items()}
@@ -211,9 +211,9 @@ def run_compare(args) -> None:
               f"{a['efficacy_acc']['mean']:.1f}/{a['paraphrase_acc']['mean']:.1f}/"
               f"{a['neighborhood_acc']['mean']:.1f} | subject-first fails "
               f"{a['efficacy_fail_subject_first']} ({run['seconds']:.0f} s)", flush=True)
-    chosen = choose(runs, len(facts))
-    out = {"model": f"embedded SmolLM2-135M-Instruct (fingerprint {model.fingerprint})", "split": "dev",
-           "facts": f"{len(facts)} dev facts: the first fact of every subject, in file order",
+    chosen = choose(runs, len(facts)) if args.split == "dev" else None  # the test split checks, never chooses
+    out = {"model": f"embedded SmolLM2-135M-Instruct (fingerprint {model.fingerprint})", "split": args.split,
+           "facts": f"{len(facts)} {args.split} facts: the first fact of every subject, in file order",
            "rule": "highest harmonic mean of the success-form efficacy, paraphrase and neighbourhood scores with "
                    "all dev facts at once; a tie goes to the smaller β, then the larger λ",
            "chosen_key_spread_weight": chosen["key_spread_weight"] if chosen else None,
@@ -221,7 +221,9 @@ def run_compare(args) -> None:
            "layers": layers, "hparams": base.to_dict(), "target_seconds": target_seconds,
            "unedited": aggregate(unedited, facts),
            "command": "OMP_NUM_THREADS=1 .venv/bin/python data/memit_key_rule.py targets --part P --parts 2 (P = "
-                      f"0, 1, side by side); ... compare --n {args.n} --betas {args.betas} --lambdas {args.lambdas}",
+                      f"0, 1, side by side); ... compare --n {args.n} --betas {args.betas} --lambdas {args.lambdas}"
+                      + (f" --split {args.split}" if args.split != "dev" else "")
+                      + (f" --limit {args.limit}" if args.limit else ""),
            "runs": runs}
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(f"chosen β = {out['chosen_key_spread_weight']}, λ = {out['chosen_mom2_update_weight']} -> {args.out}")
@@ -272,8 +274,12 @@ def main() -> None:
     m.add_argument("--out", default=str(OUT))
     for p in (t, c):
         p.add_argument("--work", default=str(WORK), help="where the targets are kept")
-        p.add_argument("--limit", type=int, default=None, help="only the first LIMIT facts (a smoke run)")
+        p.add_argument("--limit", type=int, default=None, help="only the first LIMIT facts")
+        p.add_argument("--split", choices=["dev", "test"], default="dev",
+                       help="test: only to check a choice already made on dev, never to make one")
     args = ap.parse_args()
+    if args.stage != "merge" and args.split != "dev" and args.work == str(WORK):
+        args.work = str(WORK / args.split)
     if args.stage == "targets":
         if not 0 <= args.part < args.parts:
             raise SystemExit(f"--part {args.part} must be in 0..{args.parts - 1}")

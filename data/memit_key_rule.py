@@ -47,8 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import interp
 from interp.core.hooks import capture
 from interp.core.inputs import pad_rows
-from interp.editing.eval_measure import fact_scores, measure_probs
-from interp.editing.eval_report import SCORES, mean_ci
+from interp.editing.eval_report import SCORES
 from interp.editing.facts import load_records
 from interp.editing.memit import default_layers, memit_stats
 from interp.editing.memit_solve import (
@@ -61,10 +60,10 @@ from interp.editing.memit_solve import (
     subject_rounds,
 )
 from interp.editing.rome import context_templates, edit_batch
+from interp.editing.scale import aggregate_scores, record_scores
 
 OUT = Path(__file__).with_name("memit_key_rule.json")
 WORK = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "interp" / "memit_key_rule"
-FORMS = ("efficacy", "paraphrase", "paraphrase_other", "neighborhood")
 SPREAD_ONLY = ("mom2_update_weight", "key_spread_weight", "mom2_ridge")  # hyperparameters the targets do not use
 
 
@@ -146,16 +145,8 @@ def bare_residuals(model, tg: Targets) -> torch.Tensor:
     return store[name]
 
 
-def scores(model, facts) -> list[dict]:
-    return [fact_scores(m["probs"], m["hits"]) for m in measure_probs(model, facts)]
-
-
 def aggregate(rows: list[dict], facts) -> dict:
-    out = {}
-    for name in FORMS:
-        for kind in ("score", "acc"):
-            key = f"{name}_{kind}"
-            out[key] = mean_ci(key, [100 * r[key] for r in rows], bounds=(0, 100))
+    out = aggregate_scores(rows)
     hm = [out[f"{s}_score"]["mean"] for s in SCORES]
     out["harmonic_mean"] = len(hm) / sum(1 / max(v, 1e-9) for v in hm)
     bos = [r for r, f in zip(rows, facts) if f.prompt.startswith("{}")]
@@ -177,7 +168,7 @@ def run_compare(args) -> None:
     sizes = [len(facts) if s == "all" else int(s) for s in args.n.split(",")]
     betas = [float(b) for b in args.betas.split(",")]
     lambdas = [float(w) for w in args.lambdas.split(",")]
-    unedited = scores(model, facts)
+    unedited = record_scores(model, facts)
     bare0 = bare_residuals(model, tg)
     runs = []
     for n, lam, beta in ((n, lam, beta) for n in sizes for lam in lambdas for beta in betas):
@@ -186,7 +177,7 @@ def run_compare(args) -> None:
         part = subset(tg, n)
         res = spread(model, part, layers, stats, hp)
         try:
-            rows = scores(model, facts[:n])
+            rows = record_scores(model, facts[:n])
             moved = bare_residuals(model, part) - bare0[:n]
         finally:
             with torch.no_grad():

@@ -51,6 +51,18 @@ def tiny_batch(tiny3):
 
 
 # ----------------------------------------------------------------------------------------------- the solve
+def template_states(m, e, req, layer):
+    """Per template row (unedited forwards): the key at ``layer`` and the residual after it, at the subject."""
+    keys, resid = [], []
+    for tpl in e.templates:
+        text = tpl.replace("{}", req["prompt"]).replace("{}", req["subject"])
+        pos = m.to_tokens(text[: text.index(req["subject"]) + len(req["subject"])]).shape[1] - 1
+        c = m.cache(text, [f"blocks.{layer}.mlp.hook_post", f"blocks.{layer}.hook_resid_post"])
+        keys.append(c[f"blocks.{layer}.mlp.hook_post"][0, pos].double())
+        resid.append(c[f"blocks.{layer}.hook_resid_post"][0, pos].double())
+    return torch.stack(keys), torch.stack(resid)
+
+
 def test_one_fact_one_layer_is_the_least_squares_solution(tiny3):
     """ΔW minimises |ΔW k - r|² + λ tr(ΔW C ΔWᵀ): solved here as an ordinary least-squares problem with the
     stacked system [k; √λ C^½] ΔWᵀ = [r; 0], with k and r read from independent forwards of the unedited model."""
@@ -62,15 +74,8 @@ def test_one_fact_one_layer_is_the_least_squares_solution(tiny3):
         written = matrices(m, [1])[1]
     finally:
         e.revert()
-    req = REQUESTS[0]
-    keys, resid = [], []
-    for tpl in e.templates:
-        text = tpl.replace("{}", req["prompt"]).replace("{}", req["subject"])
-        pos = m.to_tokens(text[: text.index(req["subject"]) + len(req["subject"])]).shape[1] - 1
-        c = m.cache(text, ["blocks.1.mlp.hook_post", "blocks.1.hook_resid_post"])
-        keys.append(c["blocks.1.mlp.hook_post"][0, pos].double())
-        resid.append(c["blocks.1.hook_resid_post"][0, pos].double())
-    k, h = torch.stack(keys).mean(0), torch.stack(resid).mean(0)
+    k_rows, h_rows = template_states(m, e, REQUESTS[0], 1)
+    k, h = k_rows.mean(0), h_rows.mean(0)
     r = e.z[0].double() - h
     assert torch.allclose(e.keys[1][0], k, rtol=1e-4, atol=1e-6)
     evals, evecs = torch.linalg.eigh(stats[1].mom2)
@@ -82,18 +87,6 @@ def test_one_fact_one_layer_is_the_least_squares_solution(tiny3):
     assert float((e.delta(1) - expected).norm() / expected.norm()) < 1e-4
     assert torch.equal(written, (before[1].double() + e.delta(1)).to(written.dtype))
     assert float(expected.norm()) > 0
-
-
-def template_states(m, e, req, layer):
-    """Per template row (unedited forwards): the key at ``layer`` and the residual after it, at the subject."""
-    keys, resid = [], []
-    for tpl in e.templates:
-        text = tpl.replace("{}", req["prompt"]).replace("{}", req["subject"])
-        pos = m.to_tokens(text[: text.index(req["subject"]) + len(req["subject"])]).shape[1] - 1
-        c = m.cache(text, [f"blocks.{layer}.mlp.hook_post", f"blocks.{layer}.hook_resid_post"])
-        keys.append(c[f"blocks.{layer}.mlp.hook_post"][0, pos].double())
-        resid.append(c[f"blocks.{layer}.hook_resid_post"][0, pos].double())
-    return torch.stack(keys), torch.stack(resid)
 
 
 @pytest.mark.parametrize("beta", [1.0, 4.0])

@@ -26,9 +26,9 @@ mismatch ROME's ``key_rule="auto"`` answers. With β > 0 the objective also asks
 template-mean term ``|ΔW k̄_i - r_i|²`` plus ``Σ_r (1/n_i) |ΔW (k_ir - k̄_i)|²``; weighting the second part by β
 changes only the solve's Gram term, ``λC + K̄ᵀK̄ + β Σ_i Cov_i`` with ``Cov_i = (1/n_i) Σ_r (k_ir - k̄_i)(k_ir -
 k̄_i)ᵀ`` (β = 1: every templated key asks for the share; larger β asks harder that every context be treated
-alike). β = 0 is the paper's template-mean solve and the default: on dev, at the chosen λ, β = 4 did not beat it (the failed
-edits there mostly lacked reach, not key share; larger β lost; data/memit_key_rule.json). Each fact's
-``key_match`` (per layer, in ``facts_info``) is the share ``a_i · k_i0 / a_i · k̄_i`` of the update its bare
+alike). β = 0 is the paper's template-mean solve and the default: on dev, at the chosen λ, β = 4 did not beat
+it (the failed edits there mostly lacked reach, not key share; larger β lost; data/memit_key_rule.json). Each
+fact's ``key_match`` (per layer, in ``facts_info``) is the share ``a_i · k_i0 / a_i · k̄_i`` of the update its bare
 prompt's key gets relative to its mean key (``a_i`` its row of ``K̄ (λC + ...)⁻¹``), ROME's ``v · k``.
 """
 
@@ -56,7 +56,7 @@ class MemitHparams(RomeHparams):
     settings and their checks are ROME's."""
     templates: tuple = ((10, 5),)           # (tokens, count) of sampled context prefixes besides "{}" (paper: 5 x 10)
     clamp_norm_factor: float = 0.75         # |delta| <= factor * |h| (the residual at the last layer)
-    mom2_update_weight: float = 2500.0      # λ in λ C + K Kᵀ (dev: data/memit_key_rule.json; GPT-J 15000, GPT-2 XL 20000)
+    mom2_update_weight: float = 2500.0      # λ in λ C + K Kᵀ (dev: memit_key_rule.json; GPT-J 15000, GPT-2 XL 20000)
     key_rule: str = "mean"                  # each layer is solved for the facts' template-mean keys (only)
     key_spread_weight: float = 0.0          # β: weight of every templated key of a fact (module docstring)
 

@@ -62,15 +62,24 @@ def retention(model, facts) -> tuple[list[float], list[float]]:
     return success, strict
 
 
-def score_all(model, facts) -> dict:
-    """Every score of every fact in ``facts`` (both forms), aggregated: ``{metric: mean_ci row}`` in percent."""
-    rows = [fact_scores(m["probs"], m["hits"]) for m in measure_probs(model, facts)]
+def record_scores(model, facts) -> list[dict]:
+    """Per fact in ``facts``: every score in both forms (:func:`fact_scores`, fractions)."""
+    return [fact_scores(m["probs"], m["hits"]) for m in measure_probs(model, facts)]
+
+
+def aggregate_scores(rows: list[dict]) -> dict:
+    """``{metric: mean_ci row}`` in percent over :func:`record_scores` rows."""
     out = {}
     for name in ALL_SCORES:
         for kind in ("score", "acc"):
             key = f"{name}_{kind}"
             out[key] = mean_ci(key, [100 * r[key] for r in rows], bounds=(0, 100))
     return out
+
+
+def score_all(model, facts) -> dict:
+    """Every score of every fact in ``facts`` (both forms), aggregated: ``{metric: mean_ci row}`` in percent."""
+    return aggregate_scores(record_scores(model, facts))
 
 
 class _ModelProbe:

@@ -42,13 +42,22 @@ def main() -> None:
     records = rome.load_records(split="test")[args.start: args.start + args.n]
     cps = [int(c) for c in args.checkpoints.split(",")] if args.checkpoints else None
     t0 = time.perf_counter()
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(res, partial: bool) -> None:
+        doc = res.to_json()
+        doc["command"] = ("OMP_NUM_THREADS=1 .venv/bin/python data/editing_at_scale.py " + " ".join(sys.argv[1:]))
+        doc["wall_seconds"] = time.perf_counter() - t0
+        if partial:  # a stopped run keeps what it finished; the last checkpoint's step says how far it got
+            doc["partial"] = f"written at checkpoint step {res.steps[-1]['step']} of {len(records)} facts' run"
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        tmp.replace(out)
+
     res = sequential_edits(model, records, args.editor, batch_size=args.batch_size, checkpoints=cps,
-                           hparams=hp or None)
-    doc = res.to_json()
-    doc["command"] = ("OMP_NUM_THREADS=1 .venv/bin/python data/editing_at_scale.py " + " ".join(sys.argv[1:]))
-    doc["wall_seconds"] = time.perf_counter() - t0
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+                           hparams=hp or None, on_checkpoint=lambda r: write(r, partial=True))
+    write(res, partial=False)
     print(res.summary())
 
 

@@ -57,9 +57,17 @@ def test_a_run_that_changes_nothing_measures_nothing(embedded, facts):
 def test_a_harmful_edit_is_named_as_the_collapse(embedded, facts, tmp_path):
     digest = embedded.weights_digest()
     scales = {facts[0].case_id: 0.0, facts[1].case_id: 3.0, facts[2].case_id: 0.0}
+    partial = []
     res = sequential_edits(embedded, facts, lambda m, f: NoiseEdit(m, 5, scales[f.case_id], f.case_id),
-                           progress=False, checkpoints=[1, 3], generation=False, score_before=False)
+                           progress=False, checkpoints=[1, 3], generation=False, score_before=False,
+                           on_checkpoint=partial.append)
     assert embedded.weights_digest() == digest  # reverted bit for bit
+    # after each checkpoint the run so far: the first holds step 1 alone, the last is the whole result
+    assert [([r["step"] for r in p.steps], [c["step"] for c in p.checkpoints]) for p in partial] == [
+        ([1], [1]), ([1, 2, 3], [1, 3])]
+    strip = lambda d: {k: v for k, v in d.items() if k != "seconds"}  # noqa: E731
+    assert json.dumps(strip(partial[-1].to_json())) == json.dumps(strip(res.to_json()))
+    assert partial[0].collapse is None and partial[-1].collapse == res.collapse
     c = res.collapse
     assert c is not None and c["step"] == 2 and c["case_ids"] == [facts[1].case_id], c
     assert "loss drift" in c["reason"] and res.steps[1]["loss_drift"] > 10
@@ -112,6 +120,7 @@ def test_retention_matches_the_full_scores(embedded, facts):
     ({"checkpoints": [4]}, r"checkpoints entry 4; allowed: step numbers 1\.\.3"),
     ({"editor": "memitt"}, r"editor 'memitt' not known; allowed: 'rome', 'ft', 'memit'"),
     ({"max_drift": -1}, r"max_drift=-1; allowed: a number > 0"),
+    ({"on_checkpoint": "out.json"}, r"on_checkpoint='out.json'; allowed: None or a callable"),
 ])
 def test_bad_input(embedded, facts, kwargs, match):
     kwargs = {"editor": "rome", **kwargs}

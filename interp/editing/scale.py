@@ -119,13 +119,15 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
                      layer: int | None = None, seed: int = 0, stats=None, hparams: dict | None = None,
                      generation: bool = True, gen_tokens: int = 40, drift: bool = True, score_before: bool = True,
                      max_drift: float = MAX_DRIFT, max_entropy_drop: float = MAX_ENTROPY_DROP,
-                     progress: bool = True) -> ScaleResult:
+                     on_checkpoint=None, progress: bool = True) -> ScaleResult:
     """Edit ``records`` one step after another, each step on top of all earlier ones (see the module docstring).
 
     editor: "rome", "ft" or "memit" (or ``fn(model, record) -> edit``); batch_size: facts per step (MEMIT: one
     edit of the batch; ROME / FT-L: that many single edits, measured together). checkpoints: step numbers
     (1-based) after which every fact edited so far is scored in full; default the last step and powers of ten.
     score_before: also score every fact on the unedited model (``result.before["scores"]``).
+    on_checkpoint: ``fn(partial_result)`` after each checkpoint (the steps so far), e.g. ``lambda r: r.save(path)``
+    so that a run of hours that is stopped keeps its finished part; it must not touch the model.
     The model ends as it started: every edit is reverted, and the written matrices are checked bit for bit."""
     facts = [as_fact(r, where=f"record {i}") for i, r in enumerate(records)]
     if not facts:
@@ -138,6 +140,8 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
     for name, v in (("max_drift", max_drift), ("max_entropy_drop", max_entropy_drop)):
         if not (isinstance(v, (int, float)) and v > 0):
             raise ValueError(f"{name}={v!r}; allowed: a number > 0 (percent)")
+    if on_checkpoint is not None and not callable(on_checkpoint):
+        raise ValueError(f"on_checkpoint={on_checkpoint!r}; allowed: None or a callable(partial_result)")
     batches = [facts[i:i + batch_size] for i in range(0, len(facts), batch_size)]
     n_steps = len(batches)
     if checkpoints is None:
@@ -150,6 +154,15 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
     unedited = score_all(model, facts) if score_before else {}
     saved = {l: model.mlp_out_matrix(l).detach().cpu().clone() for l in ed.layers or []}
     steps, marks, handles, done = [], [], [], []
+    settings = {"batch_size": batch_size, "seed": seed, "generation": generation, "gen_tokens": gen_tokens,
+                "drift": drift, "max_drift": max_drift, "max_entropy_drop": max_entropy_drop,
+                "n_records": len(facts), "entropy_prompts": probe.prompts, "layers": list(ed.layers or [layer])}
+
+    def result() -> ScaleResult:
+        return ScaleResult(editor=ed.name, steps=list(steps), checkpoints=list(marks), settings=dict(settings),
+                           hparams=ed.hparams, before={"loss": probe.loss0, "generation_entropy": probe.entropy0,
+                                                       "scores": unedited}, seconds=time.perf_counter() - t_start)
+
     progress_bar = bar(total=n_steps, desc=f"{ed.name} steps", enabled=progress, unit="step")
     try:
         for s, batch in enumerate(batches, start=1):
@@ -165,6 +178,8 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
             steps.append(row)
             if s in checkpoints:
                 marks.append({"step": s, "n_edited": len(done), "scores": score_all(model, done) if done else {}})
+                if on_checkpoint is not None:
+                    on_checkpoint(result())
             progress_bar.update(1)
     finally:
         progress_bar.close()
@@ -173,12 +188,7 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
     changed = [l for l, w in saved.items() if not torch.equal(w, model.mlp_out_matrix(l).detach().cpu())]
     if changed:
         raise RuntimeError(f"reverting the {len(handles)} edits did not restore layer(s) {changed} bit for bit")
-    settings = {"batch_size": batch_size, "seed": seed, "generation": generation, "gen_tokens": gen_tokens,
-                "drift": drift, "max_drift": max_drift, "max_entropy_drop": max_entropy_drop,
-                "n_records": len(facts), "entropy_prompts": probe.prompts, "layers": list(ed.layers or [layer])}
-    return ScaleResult(editor=ed.name, steps=steps, checkpoints=marks, settings=settings, hparams=ed.hparams,
-                       before={"loss": probe.loss0, "generation_entropy": probe.entropy0, "scores": unedited},
-                       seconds=time.perf_counter() - t_start)
+    return result()
 
 
 # ============================================================================================ the result

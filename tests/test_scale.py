@@ -91,6 +91,22 @@ def test_a_harmful_edit_is_named_as_the_collapse(embedded, facts, tmp_path):
         ScaleResult.from_json({"result": "EvalResult"})
 
 
+def test_a_refused_edit_is_skipped_with_its_reason(embedded, facts):
+    def editor(model, fact):
+        if fact.case_id == facts[1].case_id:
+            raise ValueError(f"target {fact.target_new!r} is already the model's answer to the prompt")
+        return NoiseEdit(model, 5, 0.0, 0)
+
+    res = sequential_edits(embedded, facts, editor, progress=False, generation=False, drift=False,
+                           score_before=False)
+    assert [r["n_edited"] for r in res.steps] == [1, 1, 2]  # the refused fact is not counted as edited
+    assert res.steps[1]["failed"] == [facts[1].case_id]
+    assert res.steps[1]["failed_reasons"] == [f"ValueError: target {facts[1].target_new!r} is already the "
+                                              "model's answer to the prompt"]
+    assert res.steps[0]["failed"] == res.steps[0]["failed_reasons"] == []
+    assert res.checkpoints[-1]["scores"]["efficacy_score"]["n"] == 2
+
+
 def test_checkpoint_scores_equal_evaluate_with_the_same_edits(embedded, facts):
     """Two ROME edits one after another: the final checkpoint scores every fact with both applied, as
     evaluate(batch_size=2) does through its own measurement and aggregation code."""

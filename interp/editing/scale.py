@@ -172,7 +172,8 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
             done += [f for f in batch if f.case_id not in failed]
             success, strict = retention(model, done) if done else ([], [])
             row = {"step": s, "n_edited": len(done), "case_ids": [f.case_id for f in batch],
-                   "failed": sorted(failed), "edit_seconds": edit_s,
+                   "failed": sorted(failed), "failed_reasons": [failed[c] for c in sorted(failed)],
+                   "edit_seconds": edit_s,
                    "retention": 100 * sum(success) / max(len(success), 1),
                    "retention_acc": 100 * sum(strict) / max(len(strict), 1), **probe()}
             steps.append(row)

@@ -1,11 +1,14 @@
 """Mass and sequential editing runs behind notebook 05b (``data/scale/*.json``; the notebook only reads them).
 
-    OMP_NUM_THREADS=1 .venv/bin/python data/editing_at_scale.py --editor rome --n 100 --out data/scale/rome_seq100.json
+    OMP_NUM_THREADS=1 .venv/bin/python data/editing_at_scale.py --editor rome --n 250 --checkpoints 1,10,50,100,150,200,250 \
+        --out data/scale/rome_seq250.json
     OMP_NUM_THREADS=1 .venv/bin/python data/editing_at_scale.py --editor memit --n 100 --batch-size 10 --out ...
     OMP_NUM_THREADS=1 .venv/bin/python data/editing_at_scale.py --editor memit --n 100 --batch-size 100 --out ...
 
 Records: the first ``--n`` records of the test split in file order (``interp.rome.load_records(split="test")``);
 ``--start`` skips some. Each run is :func:`interp.editing.scale.sequential_edits` on the embedded SmolLM2-135M.
+The JSON is rewritten after every checkpoint (with a ``partial`` key until the run ends), so a run stopped after
+hours keeps what it finished.
 """
 
 from __future__ import annotations

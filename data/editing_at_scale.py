@@ -1,7 +1,7 @@
 """Mass and sequential editing runs behind notebook 05b (``data/scale/*.json``; the notebook only reads them).
 
     OMP_NUM_THREADS=1 .venv/bin/python data/editing_at_scale.py --editor rome --n 250 --checkpoints 1,10,50,100,150,200,250 \
-        --out data/scale/rome_seq250.json
+        --probe-every 5 --out data/scale/rome_seq250_guard.json
     OMP_NUM_THREADS=1 .venv/bin/python data/editing_at_scale.py --editor memit --n 100 --batch-size 10 --out ...
     OMP_NUM_THREADS=1 .venv/bin/python data/editing_at_scale.py --editor memit --n 100 --batch-size 100 --out ...
 
@@ -36,6 +36,9 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=1)
     ap.add_argument("--checkpoints", default=None, help="comma-separated step numbers")
     ap.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--probe-every", type=int, default=1, help="steps between retention / entropy measurements")
+    ap.add_argument("--measure-from", type=int, default=1, help="the first step measured (earlier ones only edit)")
+    ap.add_argument("--no-score-before", action="store_true", help="do not score the facts on the unedited model")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -59,7 +62,9 @@ def main() -> None:
         tmp.replace(out)
 
     res = sequential_edits(model, records, args.editor, batch_size=args.batch_size, checkpoints=cps,
-                           hparams=hp or None, on_checkpoint=lambda r: write(r, partial=True))
+                           hparams=hp or None, probe_every=args.probe_every,
+                           measure_from=args.measure_from, score_before=not args.no_score_before,
+                           on_checkpoint=lambda r: write(r, partial=True))
     write(res, partial=False)
     print(res.summary())
 

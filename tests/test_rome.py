@@ -13,7 +13,9 @@ import interp
 from interp import rome
 from interp.cli.edit import cli_edit
 from interp.core import caches
+from interp.editing import base as editing_base
 from interp.editing import rome as editing_rome
+from interp.editing.eval_measure import drift_texts, text_nll
 from interp.analyses.stats import mlp_key_second_moment
 
 LAYER = 4  # a layer of the embedded model (the default edit layer is checked separately)
@@ -338,6 +340,7 @@ def test_model_edited_reverts_after_an_exception(tiny, tmp_path):
     (dict(v_lr=0), "v_lr"),
     (dict(not_a_param=1), "unknown ROME hyperparameter"),
     (dict(key_rule="all"), "key_rule"),
+    (dict(max_loss_rise=-1), r"max_loss_rise=-1; allowed: >= 0"),
 ])
 def test_bad_input_is_refused_and_changes_nothing(tiny, kwargs, match):
     model, stats = tiny
@@ -442,3 +445,37 @@ def test_cli_edit_handler(tiny_llama, tmp_path):
     assert out["completions"][0]["before"] == greedy(tiny_llama, "Tower is in the city of", 3)
     assert out["saved"] and rome.load_edit(out["saved"]).layer == 0
     json.dumps({k: v for k, v in out.items() if k != "_text"})
+
+
+def test_loss_guard_measures_the_edit_on_its_own_texts(tiny):
+    """loss_rise is the guard texts' loss with the edit applied against without it (computed here through the
+    edit's own apply / revert), and the guard texts are not the evaluation's drift texts."""
+    model, stats = tiny
+    d0 = digest(model)
+    e = rome.edit(model, **TINY, stats=stats, max_loss_rise=1e9)  # measure, never refuse
+    texts = editing_base.guard_texts(model)
+    with_edit = text_nll(model, texts)
+    e.revert()
+    assert digest(model) == d0
+    without = text_nll(model, texts)
+    assert e.norms["loss_rise"] == pytest.approx(100 * (with_edit - without) / without, rel=1e-9, abs=1e-12)
+    assert not set(texts.texts) & set(drift_texts())
+    off = rome.edit(model, **TINY, stats=stats)  # the default for a model without a chosen bound: off
+    off.revert()
+    assert "loss_rise" not in off.norms and off.hparams["max_loss_rise"] == 0
+
+
+def test_loss_guard_refuses_an_edit_and_leaves_the_weights(tiny, monkeypatch):
+    model, stats = tiny
+    d0 = digest(model)
+    monkeypatch.setattr(editing_rome, "loss_rise", lambda m, layer, new: 3.25)
+    with pytest.raises(ValueError, match=r"raise the loss on reference text by 3\.25% \(max_loss_rise=2\.0%\): "
+                                         r"refused, weights unchanged"):
+        rome.edit(model, **TINY, stats=stats, max_loss_rise=2.0)
+    assert digest(model) == d0
+    e = rome.edit(model, **TINY, stats=stats, max_loss_rise=4.0)  # under the bound: written
+    assert e.applied and e.norms["loss_rise"] == 3.25
+    e.revert()
+    assert digest(model) == d0
+
+

@@ -4,10 +4,12 @@ checkpoint scores of two ROME edits equal evaluate()'s scores of the same two ed
 ends with the weights bit-identical; bad input is refused before anything runs."""
 
 import json
+import math
 
 import pytest
 import torch
 
+from interp.editing import rome as editing_rome
 from interp.editing.eval_measure import fact_scores, measure_probs
 from interp.editing.evaluate import evaluate
 from interp.editing.facts import load_records
@@ -52,6 +54,26 @@ def test_a_run_that_changes_nothing_measures_nothing(embedded, facts):
     assert res.before["scores"]["efficacy_score"]["mean"] == pytest.approx(f["retention"].iloc[-1])
     assert res.collapse is None and "no collapse" in res.summary()
     assert embedded.weights_digest() == digest
+
+
+def test_probing_every_k_steps_measures_the_same_on_those_steps(embedded, facts):
+    """probe_every=2: retention and entropy on steps 2 and 3 (the last) only, each equal to the run that probes
+    every step; the loss drift on every step. measure_from: the same edits, measured from that step on."""
+    editor = lambda m, f: NoiseEdit(m, 5, 0.02, f.case_id)  # noqa: E731
+    every = sequential_edits(embedded, facts, editor, progress=False, checkpoints=[3], gen_tokens=8,
+                             score_before=False).to_frame()
+    some = sequential_edits(embedded, facts, editor, progress=False, checkpoints=[3], gen_tokens=8,
+                            score_before=False, probe_every=2).to_frame()
+    assert some["loss_drift"].tolist() == every["loss_drift"].tolist() and every["loss_drift"].abs().min() > 0
+    for col in ("retention", "retention_acc", "generation_entropy", "entropy_drop"):
+        assert some[col].isna().tolist() == [True, False, False], col
+        assert some[col].iloc[1:].tolist() == every[col].iloc[1:].tolist(), col
+    # measure_from=3: steps 1-2 only edit, step 3 measures what the full run measured there
+    late = sequential_edits(embedded, facts, editor, progress=False, checkpoints=[3], gen_tokens=8,
+                            score_before=False, measure_from=3).to_frame()
+    for col in ("loss_drift", "retention", "generation_entropy"):
+        assert late[col].isna().tolist() == [True, True, False], col
+        assert late[col].iloc[2] == every[col].iloc[2], col
 
 
 def test_a_harmful_edit_is_named_as_the_collapse(embedded, facts, tmp_path):
@@ -121,6 +143,28 @@ def test_checkpoint_scores_equal_evaluate_with_the_same_edits(embedded, facts):
                 "paraphrase_other_score"):
         assert final[key] == pytest.approx(ev[key], abs=1e-9), key
     assert res.steps[-1]["retention"] == pytest.approx(final["efficacy_score"])
+    # each step keeps its edit's diagnostics (what the failure diagnosis reads), and the guard was on
+    diag = [e for r in res.steps for e in r["edits"]]
+    assert [e["case_id"] for e in diag] == [f.case_id for f in two]
+    assert all(0 < e["opt_p_final"] <= 1 and e["key_dot"] > 0 and e["relative_update"] > 0 for e in diag)
+    assert res.hparams["max_loss_rise"] == editing_rome.GUARD_BOUND > 0
+    assert all(abs(e["loss_rise"]) < editing_rome.GUARD_BOUND for e in diag)
+    assert embedded.weights_digest() == digest
+
+
+def test_the_rome_guard_skips_an_edit_that_raises_the_loss(embedded, facts, monkeypatch):
+    """sequential_edits turns ROME's guard on: the edit it refuses is skipped with its reason, the rest go on."""
+    digest = embedded.weights_digest()
+    rises = iter([0.1, 7.5, 0.2])
+    monkeypatch.setattr(editing_rome, "loss_rise", lambda model, layer, new: next(rises))
+    res = sequential_edits(embedded, facts, "rome", hparams=FAST, progress=False, generation=False, drift=False,
+                           score_before=False)
+    assert [r["n_edited"] for r in res.steps] == [1, 1, 2] and res.steps[1]["failed"] == [facts[1].case_id]
+    assert "raise the loss on reference text by 7.50%" in res.steps[1]["failed_reasons"][0]
+    assert [e["loss_rise"] for r in res.steps for e in r["edits"]] == [0.1, 0.2]
+    off = sequential_edits(embedded, facts[:1], "rome", hparams={**FAST, "max_loss_rise": 0}, progress=False,
+                           generation=False, drift=False, score_before=False)
+    assert off.hparams["max_loss_rise"] == 0 and math.isnan(off.steps[0]["edits"][0]["loss_rise"])
     assert embedded.weights_digest() == digest
 
 
@@ -137,6 +181,9 @@ def test_retention_matches_the_full_scores(embedded, facts):
     ({"editor": "memitt"}, r"editor 'memitt' not known; allowed: 'rome', 'ft', 'memit'"),
     ({"max_drift": -1}, r"max_drift=-1; allowed: a number > 0"),
     ({"on_checkpoint": "out.json"}, r"on_checkpoint='out.json'; allowed: None or a callable"),
+    ({"probe_every": 0}, r"probe_every=0; allowed: an integer >= 1"),
+    ({"measure_from": 4}, r"measure_from=4; allowed: a step number 1\.\.3"),
+    ({"measure_from": 2, "checkpoints": [1, 3]}, r"checkpoint 1 comes before measure_from=2"),
 ])
 def test_bad_input(embedded, facts, kwargs, match):
     kwargs = {"editor": "rome", **kwargs}

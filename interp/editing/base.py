@@ -21,8 +21,15 @@ from pathlib import Path
 import torch
 
 from ..core import moe, paths
+from ..core.caches import model_cache
+from ..core.corpus import wiki_documents
 from ..core.progress import emit
 from ..core.results import Result
+from .eval_measure import drift_set, text_nll
+
+# The texts an edit's own loss check reads: the 4 Wikipedia summaries after the 16 the evaluation's loss drift is
+# measured on (same shuffle, eval_measure.drift_texts), so a guard never chooses on the texts that score it.
+GUARD_DOCS = (16, 4)  # (offset, count): one batch of 4 x 64 tokens, about 1.7 s per forward on one core
 
 
 @dataclass(repr=False)
@@ -110,6 +117,33 @@ def write_matrix(edit, model, layer: int, new: torch.Tensor, progress=None) -> N
         with torch.no_grad():
             matrix.copy_(original.to(matrix.device))
         raise
+
+
+def guard_texts(model):
+    """The tokenised guard texts (:data:`GUARD_DOCS`), cached per model."""
+    table = model_cache(model, "edit.guard_texts")
+    if "set" not in table:
+        offset, n = GUARD_DOCS
+        table["set"] = drift_set(model, [d.text for d in wiki_documents(n=n, seed=1234, offset=offset)])
+    return table["set"]
+
+
+def loss_rise(model, layer: int, new: torch.Tensor) -> float:
+    """Percent by which the mean next-token loss on :func:`guard_texts` rises when ``layer``'s down projection is
+    ``new`` instead of its current value (two forwards of 4 x 64 tokens). The matrix is back bit for bit on
+    return, whatever happens."""
+    texts = guard_texts(model)
+    before = text_nll(model, texts)
+    matrix = model.mlp_out_matrix(layer)
+    original = matrix.detach().clone()
+    try:
+        with torch.no_grad():
+            matrix.copy_(new.to(matrix.device, matrix.dtype))
+        after = text_nll(model, texts)
+    finally:
+        with torch.no_grad():
+            matrix.copy_(original)
+    return 100 * (after - before) / before
 
 
 def model_edited(model, edit):

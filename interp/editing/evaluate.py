@@ -112,12 +112,14 @@ def make_editor(model, editor, layer: int, seed: int = 0, stats=None, hparams: d
 def edit_diagnostics(handle, index: int | None = None) -> dict:
     """What the failure diagnosis reads from an applied edit (see :mod:`interp.editing.eval_report`): the
     optimisation's final target probability ``opt_p_final``, the optimised change and its bound (``delta_norm``,
-    ``clamp``), the key (``key_norm``, ROME's ``key_dot``, ``key_match``), and ``relative_update``. ``index``: the
+    ``clamp``), the key (``key_norm``, ROME's ``key_dot``, ``key_match``), ``relative_update`` and ROME's guard
+    ``loss_rise``. ``index``: the
     fact's position in a MEMIT batch. Keys an editor does not report are NaN."""
     nan = float("nan")
     norms = getattr(handle, "norms", None) or {}
     out = dict.fromkeys(("opt_p_final", "delta_norm", "clamp", "key_norm", "key_dot", "key_match"), nan)
     out["relative_update"] = norms.get("relative_update", nan)
+    out["loss_rise"] = norms.get("loss_rise", nan)  # ROME's edit guard, when it was on
     info = getattr(handle, "facts_info", None)
     if info and index is not None and index < len(info):  # MEMIT: per fact
         f = info[index]

@@ -70,6 +70,8 @@ class MemitHparams(RomeHparams):
             raise ValueError(f"key_rule={hp.key_rule!r} is ROME's; MEMIT solves each layer for the facts' "
                              "template-mean keys (allowed: 'mean'; key_spread_weight > 0 makes it answer to "
                              "every templated key as well)")
+        if hp.max_loss_rise:
+            raise ValueError(f"max_loss_rise={hp.max_loss_rise!r} is ROME's edit guard; MEMIT has none (allowed: 0)")
         if not (isinstance(hp.key_spread_weight, (int, float)) and not isinstance(hp.key_spread_weight, bool)
                 and 0 <= hp.key_spread_weight < float("inf")):
             raise ValueError(f"key_spread_weight={hp.key_spread_weight!r}; allowed: a finite number >= 0 (0: the "

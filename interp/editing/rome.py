@@ -30,10 +30,18 @@ bare rewrite prompt's key can be far from the template mean when the subject sta
 belongs to the continent of": ``v . k`` = 0.02): the optimisation converges and the edit still does not flip
 the prompt. The default "auto" keeps ROME's ``v`` unless the bare prompt would get less than half the update,
 and then solves ``v . k = 1`` for every templated key (dev split: data/key_rule.json).
+
+A guard against edits that damage the model (``max_loss_rise``, percent; 0 = off): before writing, the new matrix
+is tried on 4 Wikipedia summaries the evaluation never scores (:func:`interp.editing.base.loss_rise`); an edit
+that raises their loss by more than the bound is refused (ValueError, weights unchanged). Measured on the model as
+it is, so in a run of sequential edits it catches an edit that is harmless alone but not on top of the others
+(one such edit collapsed 250 ROME edits in a row: data/README.md, "Editing at scale"). Off for a single edit;
+:func:`interp.editing.scale.sequential_edits` turns it on with the bound chosen on dev (:data:`SEQUENTIAL_GUARD`).
 """
 
 from __future__ import annotations
 
+import math
 import time
 import types
 from dataclasses import asdict, dataclass, fields
@@ -49,14 +57,20 @@ from ..core.caches import model_cache
 from ..core.generation import sample_text, selected_logits
 from ..core.inputs import pad_rows
 from ..core.results import new_figure, save_fig
-from .base import (WeightEdit, check_dense_mlps, frozen_params, mlp_out_bias, notify, read_edit_files, write_edit_files,
-                   write_matrix)
+from .base import (WeightEdit, check_dense_mlps, frozen_params, loss_rise, mlp_out_bias, notify, read_edit_files,
+                   write_edit_files, write_matrix)
 from .facts import check_prompt, check_target, load_records
 
 # The edit layer for the embedded SmolLM2-135M-Instruct and for Gemma 3 270M (keyed by fingerprint). Chosen on
 # the dev split only; see data/rome_layer.json / rome_layer_gemma.json for the trace and sweep numbers and the
 # commands that produced them. Read-only: a layer chosen at run time for another model lives in that model's cache.
 DEFAULT_LAYERS = types.MappingProxyType({"b6b4e20b-538090432": 4, "99115288-1072419280": 5})
+# The edit guard's bound (max_loss_rise, percent) that sequential_edits gives ROME on the embedded model unless
+# told otherwise: twice the largest rise of 100 dev edits in a row with a converged v* (0.48%), rounded up to 0.5
+# (data/loss_rise_seq.json, data/loss_rise_study.py for the rule and how it was amended). A single edit has it off:
+# it costs two forwards (about a third of an edit on this CPU) and on its own a ROME edit did not collapse anything.
+GUARD_BOUND = 1.0
+SEQUENTIAL_GUARD = types.MappingProxyType({"b6b4e20b-538090432": GUARD_BOUND})
 # Per-model defaults that differ from RomeHparams (explicit keywords still win). Gemma normalises the MLP output
 # again before adding it, so the write has a fixed size and delta only turns its direction: with the paper's clamp
 # (4 x |M k*|) delta dominates the write of every key that overlaps k* and neighbours flip too (dev: neighbourhood
@@ -80,8 +94,9 @@ def hparams_for(model, **overrides) -> RomeHparams:
 @dataclass(frozen=True)
 class RomeHparams:
     """ROME hyperparameters (names follow the reference code). The values are the paper's GPT-2 XL ones except
-    the templates (shorter, fewer: a 135M model's samples); the layer (data/rome_layer.json) and ``key_rule``
-    (data/key_rule.json) were chosen on the dev split, nothing else was searched."""
+    the templates (shorter, fewer: a 135M model's samples); the layer (data/rome_layer.json), ``key_rule``
+    (data/key_rule.json) and the sequential guard's bound (data/loss_rise_seq.json) were chosen on the dev split,
+    nothing else was searched."""
     templates: tuple = ((5, 2), (10, 2))   # (tokens, count) of sampled context prefixes, besides the bare "{}"
     v_steps: int = 20                       # Adam steps on delta (paper: 20)
     v_lr: float = 0.5                       # Adam learning rate (paper: 0.5)
@@ -94,6 +109,7 @@ class RomeHparams:
     mom2_ridge: float = 0.0                 # C + ridge * I when solving
     subject_token: int = -1                 # the subject token edited, counted in the subject (-1: its last)
     key_rule: str = "auto"                  # the keys the update answers to (update_direction; dev-chosen)
+    max_loss_rise: float = 0.0              # refuse an edit raising the guard texts' loss more (percent; 0: off)
 
     # Not fields: what the checks of make() call the editor, and which settings must be > 0 (subclasses add theirs).
     KIND = "ROME"
@@ -117,7 +133,7 @@ class RomeHparams:
         for name in cls.POSITIVE:
             if not getattr(hp, name) > 0:
                 raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: > 0")
-        for name in ("v_weight_decay", "kl_factor", "mom2_ridge", "v_loss_stop"):
+        for name in ("v_weight_decay", "kl_factor", "mom2_ridge", "v_loss_stop", "max_loss_rise"):
             if not getattr(hp, name) >= 0:
                 raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: >= 0")
         if any(n < 2 or c < 0 for n, c in hp.templates):
@@ -278,6 +294,13 @@ def edit(model, prompt: str = "{} is located in the city of", subject: str = "Th
              "update": float(u.norm() * v.norm()),
              "weight": float(w64.norm()), "relative_update": float(u.norm() * v.norm() / w64.norm()),
              "target_prob_before": opt["p_before"], "nll_final": opt["losses"][-1]}
+    if hp.max_loss_rise:
+        norms["loss_rise"] = rise = loss_rise(model, layer, new)
+        if rise > hp.max_loss_rise:
+            raise ValueError(f"the edit would raise the loss on reference text by {rise:.2f}% (max_loss_rise="
+                             f"{hp.max_loss_rise}%): refused, weights unchanged; its update |dW|/|W| = "
+                             f"{norms['relative_update']:.3g}, v* target probability "
+                             f"{math.exp(-opt['losses'][-1]):.2f}")
     result = Edit(request={"prompt": prompt, "subject": subject, "target": target,
                            "target_true": opt["answer"]},
                   layer=layer, u=u, v=v, key=key, value=value, hparams=hp.to_dict(), seed=seed,

@@ -7,9 +7,12 @@
     mass = sequential_edits(model, records[:100], "memit", batch_size=100)   # one batch of 100: mass editing
 
 A step applies one edit (ROME, FT-L: ``batch_size`` 1) or one batch (MEMIT: ``batch_size`` facts in one edit) on
-top of every earlier one, then measures the model: retention (efficacy in both forms over every fact edited so
-far), the Wikipedia loss drift (percent, against the unedited model) and the generation entropy of fixed prompts
-with fixed seeds (the same samples' seeds as on the unedited model, so the change is paired). At each checkpoint
+top of every earlier one, then measures the model: the Wikipedia loss drift (percent, against the unedited model),
+and — every ``probe_every`` steps, at checkpoints and at the end — retention (efficacy in both forms over every
+fact edited so far) and the generation entropy of fixed prompts with fixed seeds (the same samples' seeds as on
+the unedited model, so the change is paired); between those steps both are NaN. The two grow with the run
+(retention) or cost more than the edit (sampling), while the drift is one forward. Each step row also keeps its
+edits' diagnostics (``edits``: optimisation convergence, key, relative update, guard rise). At each checkpoint
 every fact edited so far is scored in full (:func:`interp.editing.eval_measure.measure_probs`). At the end every
 edit is reverted in reverse order and each written matrix is checked bit for bit against its unedited state.
 
@@ -42,7 +45,7 @@ from .eval_measure import (
 from .eval_report import ALL_SCORES, mean_ci
 from .evaluate import EDITORS, apply_edits, make_editor
 from .facts import as_fact
-from .rome import default_layer
+from .rome import SEQUENTIAL_GUARD, default_layer
 
 MAX_DRIFT = 10.0         # percent loss drift on the Wikipedia texts that counts as collapse
 MAX_ENTROPY_DROP = 10.0  # percent fall of the generation entropy that counts as collapse
@@ -99,8 +102,9 @@ class _ModelProbe:
             return float("nan")
         return generation_entropy(self.model, self.prompts, n_tokens=self.gen_tokens, seed=self.seed)[0]
 
-    def __call__(self) -> dict:
-        loss, ent = self.loss(), self.entropy()
+    def __call__(self, generation: bool = True, drift: bool = True) -> dict:
+        loss = self.loss() if drift else float("nan")
+        ent = self.entropy() if generation else float("nan")
         return {"loss": loss, "loss_drift": 100 * (loss - self.loss0) / self.loss0,
                 "generation_entropy": ent, "entropy_drop": 100 * (self.entropy0 - ent) / self.entropy0}
 
@@ -119,13 +123,23 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
                      layer: int | None = None, seed: int = 0, stats=None, hparams: dict | None = None,
                      generation: bool = True, gen_tokens: int = 40, drift: bool = True, score_before: bool = True,
                      max_drift: float = MAX_DRIFT, max_entropy_drop: float = MAX_ENTROPY_DROP,
-                     on_checkpoint=None, progress: bool = True) -> ScaleResult:
+                     probe_every: int = 1, measure_from: int = 1, on_checkpoint=None,
+                     progress: bool = True) -> ScaleResult:
     """Edit ``records`` one step after another, each step on top of all earlier ones (see the module docstring).
 
     editor: "rome", "ft" or "memit" (or ``fn(model, record) -> edit``); batch_size: facts per step (MEMIT: one
     edit of the batch; ROME / FT-L: that many single edits, measured together). checkpoints: step numbers
     (1-based) after which every fact edited so far is scored in full; default the last step and powers of ten.
+    hparams: the editor's keyword overrides. ROME's edit guard (``max_loss_rise``: an edit that raises the loss of
+    reference text by more is refused and skipped) is on, with the model's dev-chosen bound
+    (:data:`interp.editing.rome.SEQUENTIAL_GUARD`), unless ``hparams`` sets it (0: off).
     score_before: also score every fact on the unedited model (``result.before["scores"]``).
+    probe_every: measure retention and generation entropy after every this many steps (and at checkpoints and
+    the last step); the loss drift, and so collapse by drift, is measured after every step.
+    measure_from: the first step measured at all; earlier steps only edit (their rows keep the edits' outcomes
+    and diagnostics, NaN measurements). Edits do not depend on measurements, so a run repeated with a later
+    ``measure_from`` makes the same edits on the same machine (another CPU's float rounding can differ in the
+    7th digit, and 200 edits carry that into the scores): a long run can be re-made cheaply up to where it matters.
     on_checkpoint: ``fn(partial_result)`` after each checkpoint (the steps so far), e.g. ``lambda r: r.save(path)``
     so that a run of hours that is stopped keeps its finished part; it must not touch the model.
     The model ends as it started: every edit is reverted, and the written matrices are checked bit for bit."""
@@ -140,6 +154,9 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
     for name, v in (("max_drift", max_drift), ("max_entropy_drop", max_entropy_drop)):
         if not (isinstance(v, (int, float)) and v > 0):
             raise ValueError(f"{name}={v!r}; allowed: a number > 0 (percent)")
+    if isinstance(probe_every, bool) or not isinstance(probe_every, int) or probe_every < 1:
+        raise ValueError(f"probe_every={probe_every!r}; allowed: an integer >= 1 (steps between retention and "
+                         "entropy measurements)")
     if on_checkpoint is not None and not callable(on_checkpoint):
         raise ValueError(f"on_checkpoint={on_checkpoint!r}; allowed: None or a callable(partial_result)")
     batches = [facts[i:i + batch_size] for i in range(0, len(facts), batch_size)]
@@ -147,7 +164,14 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
     if checkpoints is None:
         checkpoints = [s for s in (1, 10, 100, 1000) if s < n_steps] + [n_steps]
     checkpoints = _check_steps("checkpoints", checkpoints, n_steps)
+    if isinstance(measure_from, bool) or not isinstance(measure_from, int) or not 1 <= measure_from <= n_steps:
+        raise ValueError(f"measure_from={measure_from!r}; allowed: a step number 1..{n_steps}")
+    if checkpoints[0] < measure_from:
+        raise ValueError(f"checkpoint {checkpoints[0]} comes before measure_from={measure_from}; allowed: "
+                         f"checkpoints >= {measure_from}")
     layer = default_layer(model) if layer is None else model.check_layer(layer)
+    if editor == "rome":  # edits that are harmless alone can break the model on top of others: guard each one
+        hparams = {"max_loss_rise": SEQUENTIAL_GUARD.get(model.fingerprint, 0.0), **(hparams or {})}
     ed = make_editor(model, editor, layer, seed, stats, hparams)
     t_start = time.perf_counter()
     probe = _ModelProbe(model, facts, drift=drift, generation=generation, gen_tokens=gen_tokens, seed=seed)
@@ -155,7 +179,8 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
     saved = {l: model.mlp_out_matrix(l).detach().cpu().clone() for l in ed.layers or []}
     steps, marks, handles, done = [], [], [], []
     settings = {"batch_size": batch_size, "seed": seed, "generation": generation, "gen_tokens": gen_tokens,
-                "drift": drift, "max_drift": max_drift, "max_entropy_drop": max_entropy_drop,
+                "drift": drift, "probe_every": probe_every, "measure_from": measure_from, "max_drift": max_drift,
+                "max_entropy_drop": max_entropy_drop,
                 "n_records": len(facts), "entropy_prompts": probe.prompts, "layers": list(ed.layers or [layer])}
 
     def result() -> ScaleResult:
@@ -167,15 +192,20 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
     try:
         for s, batch in enumerate(batches, start=1):
             t0 = time.perf_counter()
-            failed = {f.case_id: o["error"] for f, o in zip(batch, apply_edits(ed, batch, handles)) if o["error"]}
+            outcomes = apply_edits(ed, batch, handles)
+            failed = {f.case_id: o["error"] for f, o in zip(batch, outcomes) if o["error"]}
             edit_s = time.perf_counter() - t0
             done += [f for f in batch if f.case_id not in failed]
-            success, strict = retention(model, done) if done else ([], [])
+            measured = s >= measure_from
+            full = measured and (s % probe_every == 0 or s in checkpoints or s == n_steps)
+            success, strict = retention(model, done) if done and full else ([], [])
+            rate = (lambda hits: 100 * sum(hits) / max(len(hits), 1)) if full else (lambda hits: math.nan)
             row = {"step": s, "n_edited": len(done), "case_ids": [f.case_id for f in batch],
                    "failed": sorted(failed), "failed_reasons": [failed[c] for c in sorted(failed)],
-                   "edit_seconds": edit_s,
-                   "retention": 100 * sum(success) / max(len(success), 1),
-                   "retention_acc": 100 * sum(strict) / max(len(strict), 1), **probe()}
+                   "edit_seconds": edit_s, "retention": rate(success), "retention_acc": rate(strict),
+                   **probe(generation=full, drift=measured),
+                   "edits": [{"case_id": f.case_id, **{k: v for k, v in o.items() if k not in ("error",
+                              "edit_seconds")}} for f, o in zip(batch, outcomes) if not o["error"]]}
             steps.append(row)
             if s in checkpoints:
                 marks.append({"step": s, "n_edited": len(done), "scores": score_all(model, done) if done else {}})
@@ -281,9 +311,10 @@ class ScaleResult(Result):
         fig = new_figure(figsize=(11, 7))
         axes = fig.subplots(2, 2)
         n = f["n_edited"]
+        probed = f.dropna(subset=["retention"])  # probe_every > 1: retention and entropy on some steps only
         ax = axes[0, 0]
-        ax.plot(n, f["retention"], label="retention (P(new) > P(true))")
-        ax.plot(n, f["retention_acc"], "--", label="retention, strict (top-1)")
+        ax.plot(probed["n_edited"], probed["retention"], label="retention (P(new) > P(true))")
+        ax.plot(probed["n_edited"], probed["retention_acc"], "--", label="retention, strict (top-1)")
         ax.set(ylabel="% of facts edited so far", ylim=(-2, 102), title="efficacy of every fact so far")
         ax = axes[0, 1]
         cf = self.checkpoint_frame()
@@ -297,7 +328,7 @@ class ScaleResult(Result):
         axes[1, 0].plot(n, f["loss_drift"])
         axes[1, 0].axhline(self.settings["max_drift"], color="r", lw=0.8, ls=":")
         axes[1, 0].set(ylabel="Wikipedia loss drift (%)", title="loss drift")
-        axes[1, 1].plot(n, f["generation_entropy"])
+        axes[1, 1].plot(probed["n_edited"], probed["generation_entropy"])
         axes[1, 1].axhline(self.before.get("generation_entropy", math.nan) * (1 - self.settings[
             "max_entropy_drop"] / 100), color="r", lw=0.8, ls=":")
         axes[1, 1].set(ylabel="n-gram entropy", title="generation entropy")

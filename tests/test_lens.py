@@ -48,12 +48,14 @@ def test_last_lens_row_is_the_models_output(fixture, request):
     assert res.top_ids.shape == (model.n_layers + 1, n, 5)
     assert (res.target_logits[-1] - logits[:, ids]).abs().max() <= 1e-5
     probs = logits.softmax(-1)
-    assert (res.target_probs[-1] - probs[:, ids]).abs().max() <= 1e-5
+    # float32 softmaxes over 49,152 logits that agree to ~1e-5 (in a different order of operations): a probability
+    # of 0.4 can move by 1.6e-5 on some CPUs (seen on an AMD EPYC), hence 3e-5 for probabilities
+    assert (res.target_probs[-1] - probs[:, ids]).abs().max() <= 3e-5
     ranks = (logits[:, None, :] > logits[:, ids][:, :, None]).sum(-1)
     assert torch.equal(res.target_ranks[-1], ranks)
     top = probs.topk(5, -1)
     assert torch.equal(res.top_ids[-1], top.indices)
-    assert (res.top_probs[-1] - top.values).abs().max() <= 1e-5
+    assert (res.top_probs[-1] - top.values).abs().max() <= 3e-5
 
 
 @pytest.mark.parametrize("fixture", ["tiny_llama", "tiny_gpt2"])

@@ -295,6 +295,49 @@ def test_a_small_lens_on_the_embedded_model_beats_the_logit_lens(embedded):
         assert kls["tuned"] < 0.5 * kls["logit"], (layer, kls)
 
 
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-4), (torch.bfloat16, 3e-2)])
+def test_kl_step_loss_and_gradient_match_autograd(tiny_llama, dtype, tol):
+    """The hand-written KL and its gradient, in either W_U precision, against float64 autograd of the definition."""
+    from interp.analyses.tuned_lens_train import KLStep
+
+    kls = KLStep(tiny_llama, dtype=dtype)
+    assert kls.dtype is dtype and kls.W.dtype is dtype
+    gen = torch.Generator().manual_seed(0)
+    h_final = torch.randn(6, tiny_llama.d_model, generator=gen)
+    xn = tiny_llama.final_norm(torch.randn(6, tiny_llama.d_model, generator=gen))
+    loss, grad = kls.loss_grad(xn, kls.target(h_final))
+    W_U, b_U = tiny_llama.unembedding()
+    W, b = W_U.detach().double(), (0 if b_U is None else b_U.detach().double())
+    logp = torch.log_softmax(tiny_llama.final_norm(h_final).double() @ W + b, -1)
+    x = xn.detach().double().requires_grad_(True)
+    ref = (logp.exp() * (logp - torch.log_softmax(x @ W + b, -1))).sum(-1)
+    ref.sum().backward()
+    assert torch.allclose(loss.double(), ref.detach(), atol=tol, rtol=tol), (loss, ref)
+    assert torch.allclose(grad.double(), x.grad, atol=tol, rtol=tol), (grad - x.grad).abs().max()
+
+
+def test_the_unembedding_precision_follows_the_hardware(monkeypatch, tiny_llama):
+    """bfloat16 only where the CPU multiplies in it natively: emulated, one KL step of the embedded model takes
+    minutes instead of seconds (a notebook cell timed out after 900 s on a CPU without AVX512-BF16)."""
+    from interp.core.placement import fast_matmul_dtype
+
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    for flags, want in (({"avx512_bf16": True}, torch.bfloat16), ({"amx_bf16": True}, torch.bfloat16),
+                        ({"avx512_bf16": False, "avx2": True}, torch.float32), ({}, torch.float32)):
+        monkeypatch.setattr(torch.cpu, "get_capabilities", lambda flags=flags: flags)
+        assert fast_matmul_dtype("cpu") is want, flags
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx512_bf16": True})
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")  # oneDNN told not to use the BF16 instructions
+    assert fast_matmul_dtype("cpu") is torch.float32
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
+    assert fast_matmul_dtype("cpu") is torch.bfloat16
+    lens = train_tuned_lens(tiny_llama, **{**SMALL, "steps": 1}, cache=False)
+    assert lens.meta["unembed_dtype"] == "bfloat16"
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {})
+    lens = train_tuned_lens(tiny_llama, **{**SMALL, "steps": 1}, cache=False)
+    assert lens.meta["unembed_dtype"] == "float32"
+
+
 # ============================================================================================== command line
 def test_cli_train_lens_then_lens_tuned(tiny_llama, capsys):
     from interp.cli.lens import cli_lens

@@ -21,10 +21,12 @@ count, each resumable:
    reshuffled with the seed) minimise KL(final ‖ lens) through the model's own final norm and W_U, for the
    translators and the bias-only baseline alike (the baseline, d_model parameters per layer, on the first
    ``baseline_batch`` positions of each batch). Biases step in units of their layer's mean residual norm, which
-   grows ~100x through SmolLM2's stack. W_U is used in bfloat16 (twice as fast on a CPU with
-   AVX512-BF16, and what a GPU does anyway), softmax sums in float32; the final distribution p enters only through
-   log-sum-exp, Σ p log p and E_p[W_U column] — the gradient is W_U q / Σ − E_p[W_U column] — so no [batch, vocab]
-   tensor but the logits themselves is ever allocated.
+   grows ~100x through SmolLM2's stack. W_U is used in bfloat16 where the hardware multiplies in it
+   natively (four times as fast as float32 on a CPU with AVX512-BF16, and what a GPU does anyway) and in float32
+   elsewhere (emulated bfloat16 is ~500x slower; ``meta["unembed_dtype"]`` records which); softmax sums are
+   float32. The final distribution p enters only through log-sum-exp, Σ p log p and E_p[W_U column] — the
+   gradient is W_U q / Σ − E_p[W_U column] — so no [batch, vocab] tensor but the logits themselves is ever
+   allocated.
 
 Resume. Every ``checkpoint_every`` capture batches / KL steps the state goes to ``<key>.capture.safetensors`` /
 ``<key>.partial.safetensors`` (+ JSON sidecars with SHA-256) beside the lens; an interrupted run called again with
@@ -45,6 +47,7 @@ import torch
 from ..core.arch import final_norm_module
 from ..core.hooks import capture
 from ..core.inputs import check_int, pad_mask, pad_rows
+from ..core.placement import fast_matmul_dtype
 from ..core.progress import bar
 from .accumulate import read_state, remove_state, write_state
 from .lens import resid_names
@@ -116,7 +119,8 @@ def train_tuned_lens(model, *, tokens: int = DEFAULTS["tokens"], steps: int = DE
                  "solve_seconds": solve_seconds, "kl_seconds": kl["seconds"],
                  "cpu_seconds_this_run": time.process_time() - t_cpu, "capture_cpu_seconds_this_run": cpu_capture,
                  "wall_seconds_this_run": time.perf_counter() - t_wall, "threads": torch.get_num_threads(),
-                 "history_steps": kl["history_steps"], "finished_at": time.time(), "torch": torch.__version__}
+                 "history_steps": kl["history_steps"], "unembed_dtype": kl["unembed_dtype"],
+                 "finished_at": time.time(), "torch": torch.__version__}
     if path is not None:
         for stale in path.parent.glob(f"{path.stem}.eval_*.json"):  # evaluations of the lens this one replaces
             stale.unlink(missing_ok=True)
@@ -336,18 +340,20 @@ def solve_lstsq(cap: dict, ridge: float) -> tuple[torch.Tensor, torch.Tensor, to
 
 # ============================================================================================== phase 3: KL
 class KLStep:
-    """KL(final ‖ lens) and its gradient w.r.t. the normed lens input, through W_U in bfloat16."""
+    """KL(final ‖ lens) and its gradient w.r.t. the normed lens input, through W_U in ``dtype`` (default: bfloat16
+    where the hardware has it natively, else float32; see :func:`fast_matmul_dtype`)."""
 
-    def __init__(self, model):
+    def __init__(self, model, dtype: torch.dtype | None = None):
         W_U, b_U = model.unembedding()
         self.device = W_U.device
-        self.W = W_U.detach().to(torch.bfloat16)
+        self.dtype = fast_matmul_dtype(self.device) if dtype is None else dtype
+        self.W = W_U.detach().to(self.dtype)
         self.b = None if b_U is None or not bool(b_U.detach().any()) else b_U.detach().float().to(self.device)
         norm = final_norm_module(model)
         self.norm = (lambda x: x) if norm is None else norm
 
     def logits(self, xn: torch.Tensor) -> torch.Tensor:
-        z = (xn.to(torch.bfloat16) @ self.W).float()
+        z = (xn.to(self.dtype) @ self.W).float()
         return z if self.b is None else z + self.b
 
     def target(self, h_final: torch.Tensor) -> dict:
@@ -355,7 +361,7 @@ class KLStep:
         with torch.no_grad():
             logp = torch.log_softmax(self.logits(self.norm(h_final)), -1)
             p = logp.exp()
-            return {"negent": (p * logp).sum(-1), "Wp": (p.to(torch.bfloat16) @ self.W.T).float(),
+            return {"negent": (p * logp).sum(-1), "Wp": (p.to(self.dtype) @ self.W.T).float(),
                     "pb": None if self.b is None else p @ self.b}
 
     def loss_grad(self, xn: torch.Tensor, tgt: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -367,7 +373,7 @@ class KLStep:
             s = z.sum(-1, keepdim=True)
             pz = (xn * tgt["Wp"]).sum(-1) + (0 if tgt["pb"] is None else tgt["pb"])
             loss = tgt["negent"] - pz + (m + s.log()).squeeze(-1)
-            grad = (z.to(torch.bfloat16) @ self.W.T).float().div_(s).sub_(tgt["Wp"])
+            grad = (z.to(self.dtype) @ self.W.T).float().div_(s).sub_(tgt["Wp"])
         return loss, grad
 
 
@@ -384,7 +390,8 @@ def stream_indices(step: int, batch: int, n: int, seed: int) -> torch.Tensor:
 
 def kl_phase(model, lens: TunedLens, kl_resid: torch.Tensor, settings: dict, path, *, progress: bool,
              checkpoint_every: int, callback) -> dict:
-    """Phase 3: Adam on KL for ``lens`` (updated in place) -> {"history", "history_steps", "seconds"}."""
+    """Phase 3: Adam on KL for ``lens`` (updated in place) -> {"history", "history_steps", "seconds",
+    "unembed_dtype"}."""
     steps, B, Bb, L = settings["steps"], settings["batch_size"], settings["baseline_batch"], model.n_layers
     ck = None if path is None else checkpoint_path(path, "partial")
     kls = KLStep(model)
@@ -456,7 +463,8 @@ def kl_phase(model, lens: TunedLens, kl_resid: torch.Tensor, settings: dict, pat
         pbar.close()
     lens.weight, lens.bias, lens.baseline = (params[k].cpu() for k in ("weight", "bias", "baseline"))
     return {"history": history if steps else torch.zeros(0, 2, L),
-            "history_steps": list(range(steps + 1)) if steps else [], "seconds": time.perf_counter() - t0}
+            "history_steps": list(range(steps + 1)) if steps else [], "seconds": time.perf_counter() - t0,
+            "unembed_dtype": str(kls.dtype).removeprefix("torch.")}
 
 
 def _adam(params: dict, adam: dict, grads: dict, lrs: dict, t: int, b1: float = 0.9, b2: float = 0.999,

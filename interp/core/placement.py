@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import logging
+import os
 import warnings
 
 import torch
@@ -44,6 +45,26 @@ def resolve_dtype(dtype) -> torch.dtype:
     if dtype not in table:
         raise ValueError(f"dtype {dtype!r} not understood; allowed: {sorted(table)} or a torch.dtype")
     return table[dtype]
+
+
+def fast_matmul_dtype(device) -> torch.dtype:
+    """bfloat16 where matrix products in it run natively (a CUDA GPU that supports it, a CPU with AVX512-BF16 or
+    AMX-BF16), else float32. Without native support oneDNN emulates bfloat16 products some 500x slower than float32
+    (a [256, 576] x [576, 49152] product: 17 s instead of 0.03 s), so the choice is made from the hardware, not
+    assumed. ``ONEDNN_MAX_CPU_ISA`` capped below the BF16 instruction sets counts as no support."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
+    if dev.type != "cpu":
+        return torch.float32
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    if cap and cap != "ALL" and "BF16" not in cap and "AMX" not in cap and "AVX10" not in cap:
+        return torch.float32
+    try:
+        flags = torch.cpu.get_capabilities()
+    except (AttributeError, RuntimeError):  # an older torch: no way to ask, so the safe choice
+        return torch.float32
+    return torch.bfloat16 if flags.get("avx512_bf16") or flags.get("amx_bf16") else torch.float32
 
 
 # ----------------------------------------------------------------------------------------------- device maps

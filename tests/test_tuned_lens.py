@@ -333,7 +333,7 @@ def test_the_unembedding_precision_follows_the_hardware(monkeypatch, tiny_llama)
     assert fast_matmul_dtype("cpu") is torch.bfloat16
     lens = train_tuned_lens(tiny_llama, **{**SMALL, "steps": 1}, cache=False)
     assert lens.meta["unembed_dtype"] == "bfloat16"
-    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {})
+    monkeypatch.setattr(torch.cpu, "get_capabilities", dict)
     lens = train_tuned_lens(tiny_llama, **{**SMALL, "steps": 1}, cache=False)
     assert lens.meta["unembed_dtype"] == "float32"
 

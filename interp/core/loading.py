@@ -253,10 +253,13 @@ def _how_to_name() -> str:
 
 def _load_hub(name: str):
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    # huggingface_hub reads HF_HUB_OFFLINE once, when it is imported; a notebook that sets it later still means it
+    # (without this, each file is tried over the network with retries: most of a minute to fail offline)
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
     try:
-        tok = AutoTokenizer.from_pretrained(name)
+        tok = AutoTokenizer.from_pretrained(name, local_files_only=offline)
         hf = _safetensors_only(AutoModelForCausalLM.from_pretrained, name, attn_implementation="eager",
-                               dtype=torch.float32)
+                               dtype=torch.float32, local_files_only=offline)
     except (OSError, ValueError) as e:
         raise FileNotFoundError(
             f"could not load {name!r}: it is not a local folder or .gguf file, and the Hugging Face hub "

@@ -22,10 +22,9 @@ import torch
 
 from ..core import moe, paths
 from ..core.caches import model_cache
-from ..core.corpus import wiki_documents
 from ..core.progress import emit
 from ..core.results import Result
-from .eval_measure import drift_set, text_nll
+from .eval_measure import drift_set, drift_texts, text_nll
 
 # The texts an edit's own loss check reads: the 4 Wikipedia summaries after the 16 the evaluation's loss drift is
 # measured on (same shuffle, eval_measure.drift_texts), so a guard never chooses on the texts that score it.
@@ -80,8 +79,7 @@ class WeightEdit(Result):
         if not torch.equal(matrix.detach().cpu(), self._edited):
             raise ValueError(f"layer {self.layer}'s weights changed since this edit was applied (a later edit of "
                              "the same layer?); revert the later edit first")
-        with torch.no_grad():
-            matrix.copy_(self._original.to(matrix.device))
+        restore_matrices(model, {self.layer: self._original})
         self._model = self._original = self._edited = None
 
     def applied_to(self, model):
@@ -101,22 +99,39 @@ def check_dense_mlps(model, editor: str, why: str) -> None:
                          f"(or several) token by token and {why}")
 
 
+def restore_matrices(model, originals: dict) -> None:
+    """Copy kept down projections ``{layer: tensor}`` back into ``model``, bit for bit."""
+    with torch.no_grad():
+        for layer, m in originals.items():
+            w = model.mlp_out_matrix(layer)
+            w.copy_(m.to(w.device))
+
+
+@contextlib.contextmanager
+def kept_matrices(model, layers, *, always: bool = False):
+    """Keep the down projections of ``layers`` (CPU copies, yielded as ``{layer: tensor}``); any exception
+    (KeyboardInterrupt included) inside puts every one back bit for bit, and with ``always`` so does a normal exit."""
+    originals = {layer: model.mlp_out_matrix(layer).detach().cpu().clone() for layer in layers}
+    try:
+        yield originals
+    except BaseException:
+        restore_matrices(model, originals)
+        raise
+    if always:
+        restore_matrices(model, originals)
+
+
 def write_matrix(edit, model, layer: int, new: torch.Tensor, progress=None) -> None:
     """Copy ``new`` into ``layer``'s down projection and record on ``edit`` what revert needs. Any exception (or
     KeyboardInterrupt) before this returns puts the original weights back."""
-    matrix = model.mlp_out_matrix(layer)
-    original = matrix.detach().cpu().clone()
-    try:
+    with kept_matrices(model, [layer]) as originals:
+        matrix = model.mlp_out_matrix(layer)
         with torch.no_grad():
             matrix.copy_(new.to(matrix.device))
         if not torch.isfinite(matrix).all():
             raise FloatingPointError(f"the edit produced non-finite weights at layer {layer}")
         notify(progress, stage="update", layer=layer)
-        edit._model, edit._original, edit._edited = weakref.ref(model), original, new.detach().cpu().clone()
-    except BaseException:
-        with torch.no_grad():
-            matrix.copy_(original.to(matrix.device))
-        raise
+        edit._model, edit._original, edit._edited = weakref.ref(model), originals[layer], new.detach().cpu().clone()
 
 
 def guard_texts(model):
@@ -124,7 +139,7 @@ def guard_texts(model):
     table = model_cache(model, "edit.guard_texts")
     if "set" not in table:
         offset, n = GUARD_DOCS
-        table["set"] = drift_set(model, [d.text for d in wiki_documents(n=n, seed=1234, offset=offset)])
+        table["set"] = drift_set(model, drift_texts(n, offset=offset))
     return table["set"]
 
 
@@ -134,15 +149,11 @@ def loss_rise(model, layer: int, new: torch.Tensor) -> float:
     return, whatever happens."""
     texts = guard_texts(model)
     before = text_nll(model, texts)
-    matrix = model.mlp_out_matrix(layer)
-    original = matrix.detach().clone()
-    try:
+    with kept_matrices(model, [layer], always=True):
+        matrix = model.mlp_out_matrix(layer)
         with torch.no_grad():
             matrix.copy_(new.to(matrix.device, matrix.dtype))
         after = text_nll(model, texts)
-    finally:
-        with torch.no_grad():
-            matrix.copy_(original)
     return 100 * (after - before) / before
 
 

@@ -175,9 +175,10 @@ def generation_entropies(model, prompt_groups: Sequence[Sequence[str]], *, n_tok
 
 
 # ============================================================================================ loss drift
-def drift_texts(n_docs: int = 16, seed: int = 1234) -> list[str]:
-    """The fixed Wikipedia summaries the loss drift is measured on (``wiki_documents`` shuffled with ``seed``)."""
-    return [d.text for d in wiki_documents(n=n_docs, seed=seed)]
+def drift_texts(n_docs: int = 16, seed: int = 1234, offset: int = 0) -> list[str]:
+    """The fixed Wikipedia summaries the loss drift is measured on (``wiki_documents`` shuffled with ``seed``, the
+    ``n_docs`` after the first ``offset``)."""
+    return [d.text for d in wiki_documents(n=n_docs, seed=seed, offset=offset)]
 
 
 @dataclass(frozen=True)

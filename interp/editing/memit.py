@@ -22,7 +22,7 @@ import torch
 from ..analyses.stats import mlp_key_second_moments
 from ..core.caches import model_cache
 from ..core.results import new_figure, save_fig
-from .base import WeightEdit, notify, read_edit_files, write_edit_files
+from .base import WeightEdit, notify, read_edit_files, restore_matrices, write_edit_files
 from .memit_solve import (
     MemitHparams,
     as_requests,
@@ -112,9 +112,7 @@ class MemitEdit(WeightEdit):
                         raise FloatingPointError(f"the edit produced non-finite weights at layer {l}")
                     notify(progress, stage="update", layer=l)
         except BaseException:
-            with torch.no_grad():
-                for l in done:
-                    model.mlp_out_matrix(l).copy_(originals[l].to(model.mlp_out_matrix(l).device))
+            restore_matrices(model, {l: originals[l] for l in done})
             raise
         self._record(model, originals, news)
 
@@ -132,10 +130,7 @@ class MemitEdit(WeightEdit):
             if not torch.equal(model.mlp_out_matrix(l).detach().cpu(), self._editeds[l]):
                 raise ValueError(f"layer {l}'s weights changed since this edit was applied (a later edit of the "
                                  "same layer?); revert the later edit first")
-        with torch.no_grad():
-            for l in self.layers:
-                w = model.mlp_out_matrix(l)
-                w.copy_(self._originals[l].to(w.device))
+        restore_matrices(model, {l: self._originals[l] for l in self.layers})
         self._model = self._originals = self._editeds = None
 
     # ------------------------------------------------------------------ saving
@@ -262,9 +257,7 @@ def memit_edit(model, records, layers=None, *, seed: int = 0, stats=None, progre
         edit = _assemble(requests, layers, hp, seed, templates, fingerprint, targets, res, timings)
         edit._record(model, res["originals"], res["edited"])
     except BaseException:  # the weights are written by now: nothing may leave them so without a ledger
-        with torch.no_grad():
-            for l, m in res["originals"].items():
-                model.mlp_out_matrix(l).copy_(m.to(model.mlp_out_matrix(l).device))
+        restore_matrices(model, res["originals"])
         raise
     timings["total_s"] = time.perf_counter() - t_start
     return edit

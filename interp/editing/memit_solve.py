@@ -34,7 +34,6 @@ prompt's key gets relative to its mean key (``a_i`` its row of ``K̄ (λC + ...)
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -43,7 +42,7 @@ import torch
 from ..core import arch
 from ..core.hooks import capture
 from ..core.inputs import pad_rows
-from .base import check_dense_mlps, notify
+from .base import check_dense_mlps, kept_matrices, notify
 from .facts import Fact, as_fact, check_prompt, check_target
 from .rome import RomeHparams, edit_batch, optimize_delta
 
@@ -332,29 +331,14 @@ def updated(matrix: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
     return (matrix.detach().to("cpu", torch.float64) + delta).to(matrix.dtype)
 
 
-@contextlib.contextmanager
-def rollback(model, layers):
-    """Keep the down projections of ``layers``; any exception (KeyboardInterrupt included) inside puts every one
-    of them back bit for bit. Yields the kept originals {layer: CPU tensor}."""
-    originals = {l: model.mlp_out_matrix(l).detach().cpu().clone() for l in layers}
-    try:
-        yield originals
-    except BaseException:
-        with torch.no_grad():
-            for l, m in originals.items():
-                w = model.mlp_out_matrix(l)
-                w.copy_(m.to(w.device))
-        raise
-
-
 def spread(model, targets: Targets, layers: list[int], stats: dict, hp: MemitHparams, progress=None) -> dict:
     """Stage 2 (see the module docstring): writes each layer's update in turn and returns, per layer, the factors
     ``resid`` [n, d_model] and ``adj`` [n, d_mlp] (ΔW = residᵀ adj), the keys and the norms, plus the originals
-    and the written matrices. Any failure restores every layer (:func:`rollback`)."""
+    and the written matrices. Any failure restores every layer (:func:`kept_matrices`)."""
     z_layer = layers[-1]
     beta = float(hp.key_spread_weight)
     out = {"resid": {}, "adj": {}, "keys": {}, "norms": {}, "edited": {}, "key_match": {}}
-    with rollback(model, layers) as originals:
+    with kept_matrices(model, layers) as originals:
         for j, layer in enumerate(layers):
             notify(progress, stage="keys", layer=layer)
             st = subject_states(model, targets.batches, layer, z_layer, with_spread=beta > 0)

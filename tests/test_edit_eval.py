@@ -153,6 +153,9 @@ def test_score_cis_stay_within_their_bounds():
     all_hit = mean_ci("efficacy_score", [100.0] * 20, bounds=(0, 100))
     assert all_hit["mean"] == 100 and all_hit["ci_high"] == 100
     assert abs(all_hit["ci_low"] - 100 * 20 / (20 + z2)) < 1e-9  # not the zero-width [100, 100]
+    for n in (1, 7, 100, 464):  # the interval holds its mean at the bounds (at n = 100 rounding gave 99.99999...)
+        hit, miss = (mean_ci("efficacy_score", [v] * n, bounds=(0, 100)) for v in (100.0, 0.0))
+        assert hit["ci_high"] == 100 >= hit["ci_low"] and miss["ci_low"] == 0 <= miss["ci_high"], n
     vals = [0.0] * 3 + [100.0] * 17
     p, n = 0.85, 20
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)

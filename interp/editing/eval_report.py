@@ -298,8 +298,9 @@ def mean_ci(name: str, values, *, bounds: tuple | None = None) -> dict:
     if bounds is not None and n and all(v in bounds for v in vals):
         lo, hi = bounds
         low, high = _wilson((mean - lo) / (hi - lo), n)
-        return {"metric": name, "mean": mean, "ci_low": lo + (hi - lo) * low, "ci_high": lo + (hi - lo) * high,
-                "n": n}
+        # min / max: at a share of 0 or 1 the bound is the mean itself, and rounding must not put it beyond
+        return {"metric": name, "mean": mean, "ci_low": min(mean, lo + (hi - lo) * low),
+                "ci_high": max(mean, lo + (hi - lo) * high), "n": n}
     if n > 1:
         sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1))
         half = 1.96 * sd / math.sqrt(n)

@@ -383,7 +383,8 @@ def plot_mass(results: Sequence[ScaleResult], *, out=None):
         part = part.sort_values("n_edited")
         for ax, m in zip(axes, ("efficacy", "paraphrase", "neighborhood")):
             y = part[f"{m}_score"]
-            err = [y - part[f"{m}_score_ci_low"], part[f"{m}_score_ci_high"] - y]
+            # clipped at 0: a Wilson bound at 100 can come out a rounding error below a mean of 100
+            err = [(y - part[f"{m}_score_ci_low"]).clip(lower=0), (part[f"{m}_score_ci_high"] - y).clip(lower=0)]
             ax.errorbar(part["n_edited"], y, yerr=err, fmt="o-", color=f"C{i}", capsize=2, label=label)
             ax.plot(part["n_edited"], part[f"{m}_acc"], "x--", color=f"C{i}")
     for ax, m in zip(axes, ("efficacy", "paraphrase", "neighborhood")):

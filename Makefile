@@ -8,7 +8,7 @@ PIP := $(PY) -m pip install --disable-pip-version-check -q
 .PHONY: demo test install clean-cache chromium
 
 demo: $(STAMP)
-	$(PY) -m interp.demo
+	$(PY) -m interp.cli.demo
 
 test: $(STAMP) chromium
 	$(PY) -m pytest -q --durations=30 tests

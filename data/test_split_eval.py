@@ -8,6 +8,8 @@ record as in the one-process run, so the pooled table is that run's (the unedite
 neighbours, so values agree to float rounding).
 
     OMP_NUM_THREADS=1 .venv/bin/python data/test_split_eval.py run       # claims shards not done yet, one by one
+    OMP_NUM_THREADS=1 .venv/bin/python data/test_split_eval.py run --dir /tmp/s --only 0   # one shard elsewhere
+    .venv/bin/python data/test_split_eval.py check --dir /tmp/s          # ... compared with the stored one
     .venv/bin/python data/test_split_eval.py pool                        # test_split/{rome,ft}.json + the table
     .venv/bin/python data/test_split_eval.py table                       # the Markdown table of data/README.md
 
@@ -45,9 +47,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _claim(i: int) -> bool:
+def _claim(i: int, where: Path = SHARDS) -> bool:
     """A shard is claimed by creating its lock file; a lock left by a dead process is taken over."""
-    lock = SHARDS / f"shard_{i:03d}.lock"
+    lock = where / f"shard_{i:03d}.lock"
     try:
         fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
@@ -57,7 +59,7 @@ def _claim(i: int) -> bool:
         except ValueError:
             return False
         lock.unlink(missing_ok=True)
-        return _claim(i)
+        return _claim(i, where)
     os.write(fd, str(os.getpid()).encode())
     os.close(fd)
     return True
@@ -68,13 +70,15 @@ def run(args) -> None:
     from interp import rome
 
     torch.set_num_threads(args.threads)
-    SHARDS.mkdir(parents=True, exist_ok=True)
+    where = args.dir
+    where.mkdir(parents=True, exist_ok=True)
     records = rome.load_records(split="test")
     n_shards = math.ceil(len(records) / SHARD)
+    only = None if args.only is None else {int(x) for x in args.only.split(",")}
     model = None
     for i in range(n_shards):
-        out = SHARDS / f"shard_{i:03d}.json"
-        if out.exists() or not _claim(i):
+        out = where / f"shard_{i:03d}.json"
+        if (only is not None and i not in only) or out.exists() or not _claim(i, where):
             continue
         try:
             model = model or interp.load(device="cpu")
@@ -93,7 +97,30 @@ def run(args) -> None:
             print(f"shard {i}: records {start}..{start + len(res.frame) - 1} in {doc['wall_seconds']:.0f} s",
                   flush=True)
         finally:
-            (SHARDS / f"shard_{i:03d}.lock").unlink(missing_ok=True)
+            (where / f"shard_{i:03d}.lock").unlink(missing_ok=True)
+
+
+def check(args) -> None:
+    """Per record, the largest differences between the shards in ``--dir`` and the stored ones (same records,
+    same settings): an evaluation changed for speed must give the stored numbers."""
+    import pandas as pd
+
+    for path in sorted(args.dir.glob("shard_*.json")):
+        new, old = json.loads(path.read_text()), json.loads((SHARDS / path.name).read_text())
+        for editor in EDITORS:
+            a = pd.DataFrame(new[editor]["rows"]).set_index("case_id")
+            b = pd.DataFrame(old[editor]["rows"]).set_index("case_id").loc[a.index]
+            nums = [c for c in a.columns if c in b.columns and pd.api.types.is_numeric_dtype(a[c])
+                    and not c.endswith("seconds")]
+            diff = (a[nums] - b[nums]).abs().max().sort_values(ascending=False)
+            scores = [c for c in nums if c.endswith(("_score_post", "_score_pre", "_acc_post", "_acc_pre"))]
+            flips = int((a[scores] != b[scores]).to_numpy().sum())
+            texts = [c for c in a.columns if c.startswith("gen_text")]
+            same_text = int((a[texts] == b[texts]).to_numpy().sum())
+            print(f"{path.name} {editor}: {len(a)} records, {new['wall_seconds']:.0f} s (stored run "
+                  f"{old['wall_seconds']:.0f} s); score values that differ: {flips}; generation samples equal: "
+                  f"{same_text} of {a[texts].size}; largest differences: "
+                  + ", ".join(f"{k} {v:.2g}" for k, v in diff.head(6).items()))
 
 
 def pool(args) -> None:
@@ -198,10 +225,14 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--threads", type=int, default=1)
+    r.add_argument("--dir", type=Path, default=SHARDS, help="where the shard JSONs go (default: test_split/shards)")
+    r.add_argument("--only", default=None, help="comma-separated shard numbers to run (default: every one)")
+    c = sub.add_parser("check", help="compare shards in --dir with the stored ones, record by record")
+    c.add_argument("--dir", type=Path, required=True)
     sub.add_parser("pool")
     sub.add_parser("table")
     args = ap.parse_args()
-    {"run": run, "pool": pool, "table": table}[args.cmd](args)
+    {"run": run, "pool": pool, "table": table, "check": check}[args.cmd](args)
 
 
 if __name__ == "__main__":

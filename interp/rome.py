@@ -20,7 +20,7 @@ from .editing.evaluate import (DEMO_PROMPTS, EDITORS, EvalResult, LensBeforeAfte
                                drift_texts, evaluate, fact_probs, fact_scores, generation_entropy, lens_before_after,
                                lens_rows, ngram_entropy, target_nll, text_nll, with_and_without)
 from .editing.facts import Fact, as_fact, check_prompt, check_target, load_records
-from .editing.ft import FT_DEFAULTS, FTEdit, ft_edit
+from .editing.ft import FT_DEFAULTS, FTEdit, ft_edit, ft_edits
 from .editing.memit import MemitEdit, load_memit_edit, memit_edit
 from .editing.memit_solve import MemitHparams
 from .editing.rome import (DEFAULT_LAYERS, TEMPLATE_PREFIXES, Edit, RomeHparams, context_templates, default_layer,
@@ -36,7 +36,7 @@ __all__ = ["DEFAULT_LAYERS", "DEMO_PROMPTS", "DriftSet", "EDITORS", "Edit", "Edi
            "TEMPLATE_PREFIXES", "WeightEdit", "as_fact", "check_prompt", "check_target", "compare",
            "compare_completions", "compare_edit",
            "context_templates", "default_layer", "drift_texts", "edit", "evaluate", "fact_probs", "fact_scores",
-           "frozen_params", "ft_edit", "generation_entropy", "key_stats", "lens_before_after", "lens_rows",
+           "frozen_params", "ft_edit", "ft_edits", "generation_entropy", "key_stats", "lens_before_after", "lens_rows",
            "load_edit", "load_records", "mlp_out_apply", "mlp_out_bias", "model_edited", "ngram_entropy",
            "rank_one_update", "sample_text", "selected_logits", "subject_last_index", "target_nll", "text_nll",
            "with_and_without", "write_matrix", "ScaleResult", "mass_table", "plot_mass", "sequential_edits"]

@@ -104,6 +104,47 @@ def test_ft_edit_is_bounded_lowers_the_loss_and_reverts(tiny_llama):
         ev.ft_edit(tiny_llama, "{} is in", "Tower", " Rome", 0, lr_typo=1)
 
 
+@pytest.mark.parametrize("name, layer", [("tiny_llama", 0), ("embedded", LAYER)])
+def test_ft_edits_made_together_are_each_edit_made_alone(request, name, layer):
+    """Independent FT-L edits optimised in one batch (each its own D, Adam and stop) against ft_edit one at a
+    time: the same number of steps, the same losses and updates up to float rounding; nothing is written. (A
+    mistake — a row seeing another fact's D, a stop shared by all — moves the losses by far more: the first step
+    alone lowers a loss by half.)"""
+    model = request.getfixturevalue(name)
+    reqs = [("{} is in", "Tower", " Rome"), ("The capital of {} is", "the country of France", " Berlin"),
+            ("{} plays the", "Michael Jordan", " bass guitar")]  # other lengths; a two-token target
+    hp = {"steps": 8, "lr": 2e-2, "norm_constraint": 2e-2, "loss_stop": 0.0}
+    d0 = digest(model)
+    # a loss_stop that one fact reaches by its 5th step and another never does
+    probe = [e.losses for e in ev.ft_edits(model, reqs, layer, **hp)]
+    fast, slow = min(probe, key=lambda l: l[4]), max(probe, key=min)
+    assert fast[4] < min(slow), probe
+    hp["loss_stop"] = (fast[4] + min(slow)) / 2
+    together = ev.ft_edits(model, reqs, layer, **hp)
+    assert digest(model) == d0 and not any(e.applied for e in together)
+    steps = []
+    for req, e in zip(reqs, together):
+        alone = ev.ft_edit(model, *req, layer, **hp)
+        alone.revert()
+        steps.append(len(alone.losses))
+        assert len(e.losses) == len(alone.losses), req
+        # float rounding of the batched products, which Adam's normalised steps enlarge where a gradient entry
+        # is near 0 (its sign decides a step of lr): ~1e-4 relative in the losses, ~1e-3 in D
+        assert torch.allclose(torch.tensor(e.losses), torch.tensor(alone.losses), rtol=2e-3, atol=1e-4), req
+        rel = float((e.update - alone.update).norm() / alone.update.norm())
+        assert rel < 5e-3, (req, rel)
+        assert e.timings["batch_share_s"] > 0 and e.request == alone.request
+    assert len(set(steps)) > 1, steps  # the stops differed, so each fact did stop on its own loss
+    e = together[0].apply(model)
+    assert torch.equal(model.mlp_out_matrix(layer).detach().cpu(), e._edited)
+    e.revert()
+    assert digest(model) == d0
+    with pytest.raises(ValueError, match="no FT-L requests"):
+        ev.ft_edits(model, [], layer)
+    with pytest.raises(ValueError, match="target"):
+        ev.ft_edits(model, [reqs[0], ("{} is in", "Tower", "")], layer)
+
+
 # ----------------------------------------------------------------------------------------------- evaluate
 @pytest.fixture(scope="module")
 def dev_eval(embedded):
@@ -402,8 +443,7 @@ def ref_measure(model, fact, seed, gen_tokens):
 
 def small_ft(layer):
     def fn(model, fact):
-        return ev.ft_edit(model, fact.prompt, fact.subject, fact.target_new, layer, steps=3, lr=5e-2,
-                          norm_constraint=5e-2)
+        return ev.ft_edit(model, fact.prompt, fact.subject, fact.target_new, layer, **SMALL_FT)
     return fn
 
 
@@ -426,40 +466,62 @@ def ref_records():
     return [rome.as_fact(r) for r in recs]
 
 
-@pytest.mark.parametrize("name, batch_size, layer", [("embedded", 1, LAYER), ("tiny_llama", 2, 0)])
-def test_batched_measurements_match_the_slow_reference(request, ref_records, name, batch_size, layer):
+SMALL_FT = {"steps": 3, "lr": 5e-2, "norm_constraint": 5e-2}
+SMALL_FT_2 = {"steps": 2, "lr": 2e-2, "norm_constraint": 3e-2}
+
+
+@pytest.mark.parametrize("name, batch_size, layer, kept", [("embedded", 1, LAYER, False), ("tiny_llama", 2, 0, False),
+                                                           ("embedded", 1, LAYER, True), ("tiny_llama", 2, 0, True)])
+def test_batched_measurements_match_the_slow_reference(request, ref_records, name, batch_size, layer, kept):
     """Every per-record value (both score forms, magnitudes, entropy and its first sample, lens, drift) before
-    and after: batch_size 1 against one edit at a time, 2 against both edits applied one after the other."""
+    and after: batch_size 1 against one edit at a time, 2 against both edits applied one after the other.
+    A callable editor is measured while its edits are applied; named editors (``kept``: two FT-L settings, editor
+    and baseline) are edited, kept and reverted, then measured together with each row under its own edit's
+    matrices — against the same reference."""
     embedded = request.getfixturevalue(name)
-    edit_fn = small_ft(layer)
     d0 = digest(embedded)
-    res = ev.evaluate(embedded, ref_records, edit_fn, layer=layer, gen_tokens=5, drift_docs=2, progress=False,
-                      batch_size=batch_size)
+    opts = dict(layer=layer, gen_tokens=5, drift_docs=2, progress=False, batch_size=batch_size)
+    if kept:
+        res = ev.evaluate(embedded, ref_records, "ft", hparams=SMALL_FT, baseline="ft", baseline_hparams=SMALL_FT_2,
+                          **opts)
+        runs = [(res, SMALL_FT), (res.baseline, SMALL_FT_2)]
+    else:
+        res = ev.evaluate(embedded, ref_records, small_ft(layer), **opts)
+        runs = [(res, SMALL_FT)]
     assert digest(embedded) == d0
-    f = res.to_frame()
     texts = ev.drift_texts(2)
     loss_pre = ref_text_nll(embedded, texts)
-    assert abs(f["loss_pre"].iloc[0] - loss_pre) < 1e-6
     befores = [ref_measure(embedded, fact, i, 5) for i, fact in enumerate(ref_records)]
     batches = [ref_records[i:i + batch_size] for i in range(0, len(ref_records), batch_size)]
-    k = 0
-    for batch in batches:
-        edits = [edit_fn(embedded, fact) for fact in batch]
-        try:
-            afters = [ref_measure(embedded, fact, k + j, 5) for j, fact in enumerate(batch)]
-            loss_post = ref_text_nll(embedded, texts)
-        finally:
-            for e in reversed(edits):
-                e.revert()
-        for j, fact in enumerate(batch):
-            row = f.loc[fact.case_id]
-            _check_row(row, befores[k + j], "pre")
-            _check_row(row, afters[j], "post")
-            assert abs(row["loss_drift"] - 100 * (loss_post - loss_pre) / loss_pre) < 1e-4
-        k += len(batch)
+    for result, hp in runs:
+        f = result.to_frame()
+        assert abs(f["loss_pre"].iloc[0] - loss_pre) < 1e-6
+        # independent edits (batch_size 1) of a named FT-L are made together (ev.ft_edits; checked against
+        # ft_edit alone above), so the reference applies the same edits
+        together = (ev.ft_edits(embedded, [(r.prompt, r.subject, r.target_new) for r in ref_records], layer, **hp)
+                    if kept and batch_size == 1 else None)
+        k = 0
+        for batch in batches:
+            edits = [together[k + j].apply(embedded) if together else
+                     ev.ft_edit(embedded, fact.prompt, fact.subject, fact.target_new, layer, **hp)
+                     for j, fact in enumerate(batch)]
+            try:
+                afters = [ref_measure(embedded, fact, k + j, 5) for j, fact in enumerate(batch)]
+                loss_post = ref_text_nll(embedded, texts)
+            finally:
+                for e in reversed(edits):
+                    e.revert()
+            for j, fact in enumerate(batch):
+                row = f.loc[fact.case_id]
+                _check_row(row, befores[k + j], "pre")
+                _check_row(row, afters[j], "post")
+                assert abs(row["loss_drift"] - 100 * (loss_post - loss_pre) / loss_pre) < 1e-4
+            k += len(batch)
+        assert math.isnan(f.loc[ref_records[1].case_id, "paraphrase_other_score_post"])
+        assert f["efficacy_acc_post"].notna().all() and "paraphrase_other_acc" in result.to_json()
     assert digest(embedded) == d0
-    assert math.isnan(f.loc[ref_records[1].case_id, "paraphrase_other_score_post"])
-    assert f["efficacy_acc_post"].notna().all() and "paraphrase_other_acc" in res.to_json()
+    if kept:  # the two settings made different edits, so the shared batch did keep them apart
+        assert not res.to_frame()["efficacy_magnitude_post"].equals(res.baseline.to_frame()["efficacy_magnitude_post"])
 
 
 # ----------------------------------------------------------------------------------------------- failures, batches, CLI

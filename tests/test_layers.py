@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "interp"
-LAYER = {"core": 0, "analyses": 1, "editing": 2, "rome": 2, "cli": 3, "demo": 3, "dist": 3}
+LAYER = {"core": 0, "analyses": 1, "editing": 2, "rome": 2, "cli": 3, "dist": 3}
 
 
 def _modules() -> dict[str, Path]:
@@ -63,14 +63,14 @@ def test_imports_point_down():
             continue
         for t, _, line in _imports(m, p):
             lt = _layer(t)
-            if lt is not None and lt > lm and not (m == "interp.demo" and t.startswith("interp.cli")):
+            if lt is not None and lt > lm:
                 bad.append(f"{p.relative_to(PKG.parent)}:{line} ({m}, layer {lm}) imports {t} (layer {lt})")
     assert not bad, "upward imports:\n" + "\n".join(bad)
 
 
 def test_no_library_module_imports_the_cli():
     users = [m for m, ts in _edges().items()
-             if not (m.startswith("interp.cli") or m == "interp.demo" or m.endswith("__main__"))
+             if not (m.startswith("interp.cli") or m.endswith("__main__"))
              and any(t.startswith("interp.cli") for t in ts)]
     assert not users
 

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interp.analyses.lens import LogitLensResult, _block_topk, logit_lens
+from interp.analyses.lens import LogitLensResult, _block_topk, logit_lens, logit_lens_last
 from interp.cli.lens import add_cli, cli_lens
 
 PROMPT = "The Eiffel Tower is located in the city of"
@@ -87,6 +87,27 @@ def test_embedded_intermediate_rows_at_two_positions(embedded):
     assert (res.target_logits[..., 0] - logits[..., paris]).abs().max() <= 1e-4
     assert torch.equal(res.target_ranks[..., 0], (logits > logits[..., paris:paris + 1]).sum(-1))
     assert torch.equal(res.top_ids[..., 0], logits.argmax(-1))
+
+
+@pytest.mark.parametrize("fixture", ["tiny_llama", "tiny_gpt2", "embedded"])
+def test_lens_of_many_texts_at_their_last_position_is_each_texts_own(fixture, request):
+    """One right-padded forward of texts of other lengths, each with its own targets, against logit_lens of
+    each text alone at its last position."""
+    model = request.getfixturevalue(fixture)
+    texts = ["The Eiffel Tower is located in the city of", "Paris is", "A much longer text, so that the others "
+             "are padded: the capital of Italy is"]
+    targets = [[" Paris", " Rome"], [" the"], [" Rome", " Paris", " Milan"]]
+    many = logit_lens_last(model, texts, targets, k=3)
+    for text, tg, got in zip(texts, targets, many):
+        want = logit_lens(model, text, targets=tg, k=3, positions=[-1])
+        assert got.positions == want.positions and got.token_ids == want.token_ids
+        assert got.target_ids == want.target_ids and got.targets == want.targets
+        assert torch.equal(got.top_ids, want.top_ids) and torch.equal(got.target_ranks, want.target_ranks)
+        for key in ("top_probs", "target_probs", "target_logits"):
+            assert torch.allclose(getattr(got, key), getattr(want, key), rtol=1e-4, atol=1e-5), key
+    assert logit_lens_last(model, [], []) == []
+    with pytest.raises(ValueError, match="2 texts but 1 target lists"):
+        logit_lens_last(model, texts[:2], targets[:1])
 
 
 def test_positions_subset_equals_the_full_lens(tiny_llama):

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..core.hooks import capture
-from ..core.inputs import check_k, check_pos, decode, one_text, target_list
+from ..core.inputs import check_k, check_pos, decode, one_text, pad_rows, target_list
 from ..core.inputs import positions as check_positions
 from ..core.results import Result, new_figure, save_fig
 
@@ -158,13 +158,58 @@ def run_lens(model, text, *, targets=None, k: int = 5, positions=None, translate
     stats = lens_stats(model, normed, k, ids, final_logits=logits[0].index_select(0, idx.to(logits.device)))
     L1, P = model.n_layers + 1, len(pos)
     shaped = {key: v.reshape(L1, P, *v.shape[1:]) for key, v in stats.items()}
-    tok_strs = [decode(model, int(t)) for t in toks[0]]
-    return LogitLensResult(str_tokens=tok_strs, token_ids=toks[0].tolist(), positions=pos, top_ids=shaped["top_ids"],
-                           top_probs=shaped["top_probs"], targets=[t.label for t in tgts], target_ids=ids,
-                           target_logits=shaped["target_logits"], target_probs=shaped["target_probs"],
-                           target_ranks=shaped["target_ranks"], n_layers=model.n_layers,
-                           source=getattr(model, "source", ""), decode=lambda i: decode(model, i),
-                           scored_tokens=[t.token for t in tgts], tuned=translate is not None)
+    return _result(model, toks[0], pos, shaped, tgts, tuned=translate is not None)
+
+
+def logit_lens_last(model, texts: Sequence[str], targets: Sequence, *, k: int = 5) -> list[LogitLensResult]:
+    """:func:`logit_lens` of each text at its last position, every text in one right-padded forward (a causal
+    model's last real position never sees the padding after it), so the weights are read once for all of them.
+    ``targets[i]``: text ``i``'s targets (as for :func:`logit_lens`). Each result equals ``logit_lens(model,
+    texts[i], targets=targets[i], k=k, positions=[-1])`` up to float rounding."""
+    if len(targets) != len(texts):
+        raise ValueError(f"{len(texts)} texts but {len(targets)} target lists; give one per text")
+    if not texts:
+        return []
+    k = check_k(model, k)
+    rows = [one_text(model, t)[0] for t in texts]
+    toks, lengths = pad_rows(model, [r.tolist() for r in rows])
+    last = lengths - 1
+    tgts = [target_list(model, t) for t in targets]
+    union = sorted({t.id for ts in tgts for t in ts})
+    names = resid_names(model)[:-1]
+    home, ar = model.device, torch.arange(len(texts))
+
+    def keep(name, t):  # each row's last position; a 2-D [pos, d_model] is shared by the batch
+        rows_at = t[ar.to(t.device), last.to(t.device)] if t.ndim >= 3 else t.index_select(0, last.to(t.device))
+        return rows_at.detach().to(home)
+
+    store, logits = capture(model, toks, names, keep=keep)
+    resid = torch.stack([store[nm] for nm in names], 1)                  # [R, n_layers, d_model]
+    normed = model.final_norm(resid.reshape(-1, model.d_model))
+    final = logits[ar.to(logits.device), last.to(logits.device)]         # [R, vocab]
+    stats = lens_stats(model, normed, k, union, final_logits=final)      # rows: R * n_layers, then R
+    R, L = len(texts), model.n_layers
+    out = []
+    for i, (row, ts) in enumerate(zip(rows, tgts)):
+        cols = torch.tensor([union.index(t.id) for t in ts], dtype=torch.long)
+        shaped = {}
+        for key, v in stats.items():
+            v = torch.cat([v[i * L:(i + 1) * L], v[R * L + i: R * L + i + 1]])        # [n_layers + 1, ...]
+            if key.startswith("target_"):
+                v = v.index_select(1, cols)
+            shaped[key] = v[:, None]                                                   # one position
+        out.append(_result(model, row, [int(last[i])], shaped, ts, tuned=False))
+    return out
+
+
+def _result(model, toks: torch.Tensor, pos: list[int], shaped: dict, tgts, *, tuned: bool) -> LogitLensResult:
+    tok_strs = [decode(model, int(t)) for t in toks]
+    return LogitLensResult(str_tokens=tok_strs, token_ids=toks.tolist(), positions=pos, top_ids=shaped["top_ids"],
+                           top_probs=shaped["top_probs"], targets=[t.label for t in tgts],
+                           target_ids=[t.id for t in tgts], target_logits=shaped["target_logits"],
+                           target_probs=shaped["target_probs"], target_ranks=shaped["target_ranks"],
+                           n_layers=model.n_layers, source=getattr(model, "source", ""),
+                           decode=lambda i: decode(model, i), scored_tokens=[t.token for t in tgts], tuned=tuned)
 
 
 def _rows_at(model, pos_index: torch.Tensor):

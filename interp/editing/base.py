@@ -24,6 +24,7 @@ from ..core import moe, paths
 from ..core.caches import model_cache
 from ..core.progress import emit
 from ..core.results import Result
+from ..core.variants import kept_matrices, restore_matrices  # noqa: F401 (the editors' import path)
 from .eval_measure import drift_set, drift_texts, text_nll
 
 # The texts an edit's own loss check reads: the 4 Wikipedia summaries after the 16 the evaluation's loss drift is
@@ -97,28 +98,6 @@ def check_dense_mlps(model, editor: str, why: str) -> None:
         raise ValueError(f"{editor} does not apply to {model.source}: its MLPs are routed mixtures of "
                          f"{moe.n_experts(model)} experts, so a fact's key reaches a different down projection "
                          f"(or several) token by token and {why}")
-
-
-def restore_matrices(model, originals: dict) -> None:
-    """Copy kept down projections ``{layer: tensor}`` back into ``model``, bit for bit."""
-    with torch.no_grad():
-        for layer, m in originals.items():
-            w = model.mlp_out_matrix(layer)
-            w.copy_(m.to(w.device))
-
-
-@contextlib.contextmanager
-def kept_matrices(model, layers, *, always: bool = False):
-    """Keep the down projections of ``layers`` (CPU copies, yielded as ``{layer: tensor}``); any exception
-    (KeyboardInterrupt included) inside puts every one back bit for bit, and with ``always`` so does a normal exit."""
-    originals = {layer: model.mlp_out_matrix(layer).detach().cpu().clone() for layer in layers}
-    try:
-        yield originals
-    except BaseException:
-        restore_matrices(model, originals)
-        raise
-    if always:
-        restore_matrices(model, originals)
 
 
 def write_matrix(edit, model, layer: int, new: torch.Tensor, progress=None) -> None:

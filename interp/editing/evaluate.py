@@ -31,27 +31,37 @@ A record whose efficacy (success form) is false after its edit gets a ``failure`
 "edit did not transfer"). Aggregates are means over records with a 95% CI: mean +- 1.96 standard errors, kept
 within [0, 100] for scores (Wilson's interval where every record's outcome is 0 or 100;
 :func:`interp.editing.eval_report.mean_ci`).
-The measurements (:mod:`interp.editing.eval_measure`) run many records per forward; the "before" ones of up to
-:data:`BEFORE_CHUNK` records at once.
+The measurements (:mod:`interp.editing.eval_measure`) run many records per forward, :data:`BEFORE_CHUNK` records
+a chunk. Each batch's edits are made, the written matrices kept, the edits reverted (and checked bit for bit);
+then the chunk's records unedited and every kept batch of the chunk, for the editor and the baseline, are
+measured together, each prompt, sample and lens row under its own batch's matrices
+(:func:`interp.core.variants.row_matrices`), and the loss drift with each batch's matrices written in turn. The numbers are those of measuring each batch with its edits applied, up to float rounding (the rows share
+other layers' products); measured one by one, an edited model's sampling cost as much as the edit. A callable
+editor (which may write any weight) or a model split over devices is measured with its edits applied instead.
+With one record a batch, FT-L's edits of a chunk are optimised together (:func:`interp.editing.ft.ft_edits`: each
+its own update, Adam and stop; a one-row step costs nearly what a 16-row one does), then applied one at a time;
+ROME's are made one by one (its six-row steps already use the CPU fully).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
 
 from ..core.generation import sample_text
 from ..core.progress import bar
+from ..core.variants import written_matrices
 from .eval_measure import (drift_set, drift_texts, fact_probs, fact_scores, generation_entropies, generation_entropy,
                            lens_rows, measure, measure_probs, ngram_entropy, score_prompts, target_nll, text_nll)
 from .eval_report import SCORES, EvalResult, LensBeforeAfter, diagnose
 from .facts import Fact, as_fact
-from .ft import ft_edit, ft_hparams
+from .ft import ft_edit, ft_edits, ft_hparams
 from .memit import default_layers, memit_edit
 from .memit_solve import MemitHparams, subject_rounds
 from .rome import default_layer, edit, hparams_for, key_stats
@@ -74,12 +84,14 @@ DEMO_PROMPTS = ("The Eiffel Tower is located in the city of",
 class Editor:
     """How an evaluation edits: ``one(fact)`` applies one edit (ROME, FT-L, a callable; a batch is edited one
     after another) or ``many(facts)`` one edit of the whole batch (MEMIT). ``layers``: the down projections it
-    writes (checked bit for bit after each batch's revert; None: not known, not checked)."""
+    writes (checked bit for bit after each batch's revert; None: not known, not checked). ``together(facts)``:
+    the same edits as ``one`` would make each on the unedited model, made at once and not applied (FT-L)."""
     name: str
     layers: list | None
     hparams: dict
     one: Callable | None = None
     many: Callable | None = None
+    together: Callable | None = None
 
 
 def make_editor(model, editor, layer: int, seed: int = 0, stats=None, hparams: dict | None = None) -> Editor:
@@ -98,7 +110,9 @@ def make_editor(model, editor, layer: int, seed: int = 0, stats=None, hparams: d
     if editor == "ft":
         return Editor("ft", [layer], ft_hparams(hp),
                       one=lambda fact: ft_edit(model, fact.prompt, fact.subject, fact.target_new, layer, seed=seed,
-                                               **hp))
+                                               **hp),
+                      together=lambda facts: ft_edits(model, [(f.prompt, f.subject, f.target_new) for f in facts],
+                                                      layer, seed=seed, **hp))
     if editor == "memit":
         layers = hp.pop("layers", None)
         layers = default_layers(model) if layers is None else [model.check_layer(l) for l in layers]
@@ -139,9 +153,10 @@ def edit_diagnostics(handle, index: int | None = None) -> dict:
     return out
 
 
-def apply_edits(ed: Editor, facts: Sequence[Fact], handles: list) -> list[dict]:
+def apply_edits(ed: Editor, facts: Sequence[Fact], handles: list, ready: Sequence | None = None) -> list[dict]:
     """Edit ``facts`` (appending every applied edit to ``handles``, so the caller can revert them whatever
-    happens); per fact ``{"error": None | text, "edit_seconds", diagnostics...}``."""
+    happens); per fact ``{"error": None | text, "edit_seconds", diagnostics...}``. ``ready``: per fact, a call
+    that applies its edit made already (``Editor.together``); its time is then its share of the making."""
     if ed.many is not None:  # one edit per round of distinct subjects (usually a single round)
         t0 = time.perf_counter()
         where = {}
@@ -155,16 +170,28 @@ def apply_edits(ed: Editor, facts: Sequence[Fact], handles: list) -> list[dict]:
         dt = (time.perf_counter() - t0) / len(facts)
         return [{"error": None, "edit_seconds": dt, **edit_diagnostics(*where[i])} for i in range(len(facts))]
     out = []
-    for fact in facts:
+    for i, fact in enumerate(facts):
         t0 = time.perf_counter()
         try:
-            h = ed.one(fact)
+            h = ed.one(fact) if ready is None else ready[i]()
         except (ValueError, FloatingPointError) as e:
             out.append({"error": f"{type(e).__name__}: {e}"})
             continue
         handles.append(h)
-        out.append({"error": None, "edit_seconds": time.perf_counter() - t0, **edit_diagnostics(h)})
+        spent = time.perf_counter() - t0 + (h.timings.get("batch_share_s", 0.0) if ready is not None else 0.0)
+        out.append({"error": None, "edit_seconds": spent, **edit_diagnostics(h)})
     return out
+
+
+def made_together(ed: Editor, facts: Sequence[Fact]) -> list | None:
+    """``ed.together(facts)`` (unapplied edits, one per fact), or None when the editor has no such path or the
+    batch fails as a whole (then each fact is edited on its own and gets its own error)."""
+    if ed.together is None:
+        return None
+    try:
+        return list(ed.together(list(facts)))
+    except (ValueError, FloatingPointError):
+        return None
 
 
 # ============================================================================================ evaluation
@@ -208,17 +235,28 @@ def evaluate(model, records, editor="rome", *, layer: int | None = None, seed: i
     curves: list[dict] = [{} for _ in runs]
     progress_bar = bar(total=len(facts) * len(runs), desc="evaluate edits", enabled=progress, unit="edit")
     chunk = batch_size * max(1, BEFORE_CHUNK // batch_size)
+    # Kept and measured together (see _measure_kept) unless an editor writes unknown weights (a callable) or the
+    # model is split over devices; then each batch is measured while its edits are applied.
+    kept = len(model.devices) == 1 and all(ed.layers for ed in runs)
     for c0 in range(0, len(facts), chunk):
         group = facts[c0:c0 + chunk]
-        befores = measure(model, group, [seed + first_index + c0 + j for j in range(len(group))], **opts)
+        seeds = [seed + first_index + c0 + j for j in range(len(group))]
+        befores = None if kept else measure(model, group, seeds, **opts)  # kept: with the edited (_measure_kept)
+        made: list[tuple[int, EditedBatch]] = []
+        # independent edits (one record a batch) that an editor can make at once (FT-L) are made so first
+        ready = [made_together(ed, group) if kept and batch_size == 1 else None for ed in runs]
         for b0 in range(0, len(group), batch_size):
-            batch, pre = group[b0:b0 + batch_size], befores[b0:b0 + batch_size]
-            seeds = [seed + first_index + c0 + b0 + j for j in range(len(batch))]
+            part = slice(b0, b0 + batch_size)
             for r, ed in enumerate(runs):
-                new_rows, new_curves = _run_batch(model, ed, batch, pre, seeds, texts, loss_pre, opts)
-                rows[r] += new_rows
-                curves[r].update(new_curves)
-                progress_bar.update(len(batch))
+                now = None if ready[r] is None else [functools.partial(e.apply, model) for e in ready[r][part]]
+                made.append((r, _edit_batch(model, ed, group[part], None if kept else befores[part], seeds[part],
+                                            texts, loss_pre, opts, keep=kept, ready=now, offset=b0)))
+                progress_bar.update(len(group[part]))
+        if kept:
+            _measure_kept(model, group, seeds, [b for _, b in made], texts, loss_pre, opts)
+        for r, b in made:
+            rows[r] += b.rows
+            curves[r].update(b.curves)
     progress_bar.close()
     import pandas as pd
 
@@ -238,21 +276,56 @@ def evaluate(model, records, editor="rome", *, layer: int | None = None, seed: i
     return results[0]
 
 
-def _run_batch(model, ed: Editor, batch, pre, seeds, texts, loss_pre, opts) -> tuple[list[dict], dict]:
-    """Edit one batch, measure it, revert, check the weights; (rows, lens curves)."""
-    rows = []
-    for fact, before in zip(batch, pre):
-        row = {"case_id": fact.case_id, "relation": fact.relation, "subject": fact.subject,
-               "target_true": fact.target_true, "target_new": fact.target_new, "error": None, "loss_pre": loss_pre}
-        row.update({f"{k}_pre": v for k, v in before.items() if not k.startswith("_")})
-        rows.append(row)
+@dataclass
+class EditedBatch:
+    """One editor's batch: its rows (filled in once measured), the indices of the edits that were made and, when
+    kept, the down projections as they were with the whole batch applied (``{layer: matrix}``). ``offset``: where
+    the batch starts in its chunk."""
+    facts: list
+    seeds: list
+    rows: list
+    ok: list
+    offset: int
+    matrices: dict | None = None
+    pre: list | None = None
+    curves: dict = field(default_factory=dict)
+
+    def fill_pre(self, pre: list[dict]) -> None:
+        """Write the unedited measurements of the batch's records into their rows."""
+        self.pre = list(pre)
+        for row, before in zip(self.rows, pre):
+            row.update({f"{k}_pre": v for k, v in before.items() if not k.startswith("_")})
+
+    def fill(self, after: list[dict], loss_post: float, loss_pre: float, lens: bool) -> None:
+        """Write the after-edit measurements of the edits made into their rows."""
+        for j, a in zip(self.ok, after):
+            row = self.rows[j]
+            row.update({f"{k}_post": v for k, v in a.items() if not k.startswith("_")})
+            row["loss_post"] = loss_post
+            row["loss_drift"] = 100 * (loss_post - loss_pre) / loss_pre
+            if lens:
+                self.curves[self.facts[j].case_id] = {"before": self.pre[j]["_curves"], "after": a["_curves"]}
+
+
+def _edit_batch(model, ed: Editor, batch, pre, seeds, texts, loss_pre, opts, *, keep: bool,
+                ready: Sequence | None = None, offset: int = 0) -> EditedBatch:
+    """Edit one batch, then keep the edited matrices (``keep``) or measure it as it is, revert, and check every
+    written weight bit for bit against its state before. ``pre``: the batch's unedited measurements (None when
+    kept: they are measured with the edited ones)."""
+    rows = [{"case_id": fact.case_id, "relation": fact.relation, "subject": fact.subject,
+             "target_true": fact.target_true, "target_new": fact.target_new, "error": None, "loss_pre": loss_pre}
+            for fact in batch]
     saved = {l: model.mlp_out_matrix(l).detach().cpu().clone() for l in ed.layers or []}
     handles: list = []
+    after, loss_post, matrices = None, float("nan"), None
     try:
-        outcomes = apply_edits(ed, batch, handles)
+        outcomes = apply_edits(ed, batch, handles, ready)
         ok = [j for j, o in enumerate(outcomes) if o["error"] is None]
-        after = measure(model, [batch[j] for j in ok], [seeds[j] for j in ok], **opts) if ok else []
-        loss_post = text_nll(model, texts) if texts is not None and ok else float("nan")
+        if ok and keep:
+            matrices = {l: model.mlp_out_matrix(l).detach().cpu().clone() for l in ed.layers}
+        elif ok:
+            after = measure(model, [batch[j] for j in ok], [seeds[j] for j in ok], **opts)
+            loss_post = text_nll(model, texts) if texts is not None else float("nan")
     finally:
         for h in reversed(handles):
             h.revert()
@@ -260,17 +333,38 @@ def _run_batch(model, ed: Editor, batch, pre, seeds, texts, loss_pre, opts) -> t
     if changed:
         raise RuntimeError(f"revert did not restore layer(s) {changed}' weights bit for bit (cases "
                            f"{[f.case_id for f in batch]})")
-    curves = {}
     for j, o in enumerate(outcomes):
         rows[j].update(o)
-    for j, a in zip(ok, after):
-        row = rows[j]
-        row.update({f"{k}_post": v for k, v in a.items() if not k.startswith("_")})
-        row["loss_post"] = loss_post
-        row["loss_drift"] = 100 * (loss_post - loss_pre) / loss_pre if texts is not None else float("nan")
-        if opts["lens"]:
-            curves[batch[j].case_id] = {"before": pre[j]["_curves"], "after": a["_curves"]}
-    return rows, curves
+    out = EditedBatch(list(batch), list(seeds), rows, ok, offset, matrices)
+    if pre is not None:
+        out.fill_pre(pre)
+    if after is not None:
+        out.fill(after, loss_post, loss_pre, opts["lens"])
+    return out
+
+
+def _measure_kept(model, group, seeds, batches: Sequence[EditedBatch], texts, loss_pre, opts) -> None:
+    """Measure a chunk's records unedited and every kept batch after its edits, all in one go: probabilities,
+    generation samples and lens rows of every record batched, each row under its own batch's matrices (the
+    unedited ones under the model's own; an edited model's decode step reads all weights for 3 rows as for 100:
+    measured one by one, sampling cost as much as the edit); the drift with each batch's matrices written in
+    turn (the same computation as with its edits applied)."""
+    todo = [b for b in batches if b.ok]
+    unedited: dict = {}
+    facts = list(group) + [b.facts[j] for b in todo for j in b.ok]
+    both = measure(model, facts, list(seeds) + [b.seeds[j] for b in todo for j in b.ok],
+                   variants=[unedited] * len(group) + [b.matrices for b in todo for _ in b.ok], **opts)
+    befores, afters = both[:len(group)], both[len(group):]
+    for b in batches:
+        b.fill_pre(befores[b.offset: b.offset + len(b.facts)])
+    k = 0
+    for b in todo:
+        loss_post = float("nan")
+        if texts is not None:
+            with written_matrices(model, b.matrices):
+                loss_post = text_nll(model, texts)
+        b.fill(afters[k:k + len(b.ok)], loss_post, loss_pre, opts["lens"])
+        k += len(b.ok)
 
 
 # ============================================================================================ before / after

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from ..core.generation import selected_logits
+from ..core.inputs import pad_rows
 from ..core.results import new_figure, save_fig
 from .base import WeightEdit, frozen_params, notify, write_matrix
 from .facts import check_prompt, check_target
@@ -81,48 +82,92 @@ def ft_edit(model, prompt: str, subject: str, target: str, layer: int | None = N
     paper's constrained fine-tuning, same layer as ROME). ``D`` is applied through a hook while optimizing and
     written into the weight once at the end (an interrupt leaves the weights unchanged)."""
     t0 = time.perf_counter()
+    (result,) = ft_edits(model, [(prompt, subject, target)], layer, seed=seed, progress=progress, **hparams)
+    write_matrix(result, model, result.layer, result.updated_matrix(model, result.layer,
+                                                                    model.mlp_out_matrix(result.layer)), progress)
+    result.timings["total_s"] = time.perf_counter() - t0
+    return result
+
+
+def ft_edits(model, requests, layer: int | None = None, *, seed: int = 0, progress=None,
+             **hparams) -> list[FTEdit]:
+    """FT-L of several facts at once, each optimised as :func:`ft_edit` optimises it alone and none written.
+
+    ``requests``: (prompt, subject, target) triples. Fact ``i`` has its own update ``D_i``, its own Adam and its own
+    stop (its loss below ``loss_stop``); its row sees only ``D_i`` (rows are right-padded and causal), so the sum of
+    the losses has the gradient of each fact's own loss with respect to its ``D_i``: the rows only share forwards,
+    which a one-row FT-L step spends on reading every weight. Returns the edits unapplied (``.apply(model)``), each
+    with ``timings["batch_share_s"]``, its share of the batch's time. ``seed`` is accepted for the editors' common
+    signature (FT-L draws nothing at random)."""
+    t0 = time.perf_counter()
     hp = ft_hparams(hparams)
-    check_prompt(prompt, subject)
-    check_target(target)
+    if not requests:
+        raise ValueError("no FT-L requests; give (prompt, subject, target) triples")
+    for prompt, subject, target in requests:
+        check_prompt(prompt, subject)
+        check_target(target)
     layer = default_layer(model) if layer is None else model.check_layer(layer)
     fingerprint = model.fingerprint  # before the weights change (computed lazily on some models)
-    text = prompt.replace("{}", subject)
-    pt, tt = model.to_tokens(text)[0].tolist(), model.target_tokens(target)
-    toks = torch.tensor([pt + tt[:-1]])
-    rows, pos = torch.zeros(len(tt), dtype=torch.long), torch.arange(len(pt) - 1, len(pt) - 1 + len(tt))
-    tgt = torch.tensor(tt)
+    rows, starts, targets = [], [], []
+    for prompt, subject, target in requests:
+        pt, tt = model.to_tokens(prompt.replace("{}", subject))[0].tolist(), model.target_tokens(target)
+        rows.append(pt + tt[:-1])
+        starts.append(len(pt) - 1)  # the position predicting the target's first token
+        targets.append(tt)
     matrix = model.mlp_out_matrix(layer)
-    d = torch.zeros_like(matrix, requires_grad=True)
-    opt = torch.optim.Adam([d], lr=hp["lr"])
+    ds = [torch.zeros_like(matrix, requires_grad=True) for _ in requests]
+    opts = [torch.optim.Adam([d], lr=hp["lr"]) for d in ds]
+    losses: list[list[float]] = [[] for _ in requests]
     box = {}
 
     def read_key(t, hook):
         box["k"] = t.detach()
 
-    def add_update(t, hook):
-        return t + (box["k"].to(d.device) @ d.T).to(t.device)  # d lives with the weight it updates
+    def add_update(t, hook):  # each row its own D (d lives with the weight it updates)
+        k, active = box["k"], box["active"]
+        if len(active) == 1:
+            return t + (k.to(ds[active[0]].device) @ ds[active[0]].T).to(t.device)
+        d = torch.stack([ds[i] for i in active])                                  # [b, d_model, d_mlp]
+        return t + torch.matmul(k.to(d.device), d.transpose(1, 2)).to(t.device)   # [b, pos, d_model]
 
     hooks = [(f"blocks.{layer}.mlp.hook_post", read_key), (f"blocks.{layer}.hook_mlp_out", add_update)]
-    losses = []
+    active = list(range(len(requests)))
     with frozen_params(model), torch.enable_grad():
         for step in range(hp["steps"]):
-            logp = torch.log_softmax(selected_logits(model, toks, rows, pos, hooks).float(), -1)
-            nll = -logp.gather(1, tgt[:, None].to(logp.device)).mean()
-            losses.append(float(nll.detach()))
-            notify(progress, stage="optimize", step=step, nll=losses[-1])
-            if losses[-1] < hp["loss_stop"]:
+            box["active"] = active
+            toks, _ = pad_rows(model, [rows[i] for i in active])
+            sel_r = torch.tensor([j for j, i in enumerate(active) for _ in targets[i]])
+            sel_p = torch.tensor([starts[i] + t for i in active for t in range(len(targets[i]))])
+            tgt = torch.tensor([tok for i in active for tok in targets[i]])
+            logp = torch.log_softmax(selected_logits(model, toks, sel_r, sel_p, hooks).float(), -1)
+            tok_nll = -logp.gather(1, tgt[:, None].to(logp.device))[:, 0]
+            total, going, k = None, [], 0
+            for i in active:
+                nll = tok_nll[k: k + len(targets[i])].mean()
+                k += len(targets[i])
+                losses[i].append(float(nll.detach()))
+                if losses[i][-1] >= hp["loss_stop"]:
+                    going.append(i)
+                    total = nll if total is None else total + nll
+            notify(progress, stage="optimize", step=step, nll=sum(losses[i][-1] for i in active) / len(active),
+                   active=len(going))
+            if not going:
                 break
-            opt.zero_grad()
-            nll.backward()
-            opt.step()
-            with torch.no_grad():
-                d.clamp_(-hp["norm_constraint"], hp["norm_constraint"])
-    update = d.detach()
-    result = FTEdit(request={"prompt": prompt, "subject": subject, "target": target}, layer=layer, hparams=hp,
-                    update=update.cpu(), fingerprint=fingerprint,
-                    norms={"update": float(update.norm()), "max_abs": float(update.abs().max()),
-                           "relative_update": float(update.norm() / matrix.norm())},
-                    losses=losses)
-    write_matrix(result, model, layer, result.updated_matrix(model, layer, matrix), progress)
-    result.timings["total_s"] = time.perf_counter() - t0
-    return result
+            for i in going:
+                opts[i].zero_grad()
+            total.backward()
+            for i in going:
+                opts[i].step()
+                with torch.no_grad():
+                    ds[i].clamp_(-hp["norm_constraint"], hp["norm_constraint"])
+            active = going
+    share = (time.perf_counter() - t0) / len(requests)
+    out = []
+    for (prompt, subject, target), d, loss in zip(requests, ds, losses):
+        update = d.detach()
+        out.append(FTEdit(request={"prompt": prompt, "subject": subject, "target": target}, layer=layer, hparams=hp,
+                          update=update.cpu(), fingerprint=fingerprint,
+                          norms={"update": float(update.norm()), "max_abs": float(update.abs().max()),
+                                 "relative_update": float(update.norm() / matrix.norm())},
+                          losses=loss, timings={"batch_share_s": share}))
+    return out

@@ -1,6 +1,7 @@
-"""``make demo``: the main demonstration on the embedded model (offline).
+"""``make demo`` (``python -m interp.cli.demo``): the main demonstration on the embedded model (offline).
 
-Each topic's section is its ``demo(model)`` in the command-line package (``interp.cli.<topic>``).
+Each topic's section is its ``demo(model)`` in this command-line package (``interp.cli.<topic>``); like the rest of
+the package it is an entry point that nothing imports.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import time
 import torch
 
 import interp
-from interp.cli import attribution, edit, induction, lens, neurons, patch, section, trace
+from . import attribution, edit, induction, lens, neurons, patch, section, trace
 
 DEMOS = [lens, attribution, neurons, induction, patch, trace, edit]
 

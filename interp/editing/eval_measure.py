@@ -70,9 +70,7 @@ def score_prompts(model, prompts: Sequence[str], targets: Sequence[str], *, batc
         toks, _ = pad_rows(model, [list(unique[r][1]) for r in chunk])
         sel_r = torch.tensor([j for j, _, _ in wanted])
         sel_p = torch.tensor([p for _, _, p in wanted])
-        where = (row_matrices(model, variants, torch.tensor([unique[r][0] for r in chunk])) if variants is not None
-                 else contextlib.nullcontext())
-        with torch.no_grad(), where:
+        with torch.no_grad(), _under(model, variants, [unique[r][0] for r in chunk]):
             logp = torch.log_softmax(selected_logits(model, toks, sel_r, sel_p).to(torch.float64).cpu(), -1)
         logp_at.update({(r, p): logp[i] for i, (_, r, p) in enumerate(wanted)})
     nll, top1 = [], []
@@ -188,11 +186,7 @@ def generation_entropies(model, prompt_groups: Sequence[Sequence[str]], *, n_tok
     """:func:`generation_entropy` of several records in one batch, record ``g`` seeded ``seeds[g]`` (the same
     samples as one call per record) and, with ``variants``, sampled under the down projections ``variants[g]``."""
     uniq, which = distinct_variants(variants, len(prompt_groups))
-    where = contextlib.nullcontext()
-    if uniq is not None:
-        rows = torch.tensor([v for v, g in zip(which, prompt_groups) for _ in g], dtype=torch.long)
-        where = row_matrices(model, uniq, rows)
-    with where:
+    with _under(model, uniq, [v for v, g in zip(which, prompt_groups) for _ in g]):
         samples = sample_text_groups(model, prompt_groups, n_tokens, seeds=seeds, top_k=5)
     out = []
     for prompts, texts in zip(prompt_groups, samples):
@@ -250,9 +244,7 @@ def lens_rows_many(model, facts: Sequence[Fact], variants: Sequence[Mapping] | N
     under the down projections ``variants[i]`` when given."""
     uniq, which = distinct_variants(variants, len(facts))
     ids = [[model.target_tokens(f.target_new)[0], model.target_tokens(f.target_true)[0]] for f in facts]
-    where = (row_matrices(model, uniq, torch.tensor(which, dtype=torch.long)) if uniq is not None
-             else contextlib.nullcontext())
-    with where:
+    with _under(model, uniq, which):
         lenses = logit_lens_last(model, [f.text for f in facts], ids, k=1)
     out = []
     for lens, (new_id, true_id) in zip(lenses, ids):
@@ -262,6 +254,14 @@ def lens_rows_many(model, facts: Sequence[Fact], variants: Sequence[Mapping] | N
                     "lens_p_new": float(new["prob"][-1]), "lens_p_true": float(true["prob"][-1]),
                     "_curves": {"p_new": new["prob"].tolist(), "p_true": true["prob"].tolist()}})
     return out
+
+
+def _under(model, variants: list | None, groups: Sequence[int]):
+    """:func:`interp.core.variants.row_matrices` for the rows of a batch (row ``i`` under ``variants[groups[i]]``),
+    or nothing without variants."""
+    if variants is None:
+        return contextlib.nullcontext()
+    return row_matrices(model, variants, torch.tensor(list(groups), dtype=torch.long))
 
 
 def distinct_variants(variants: Sequence[Mapping] | None, n: int) -> tuple[list | None, list[int]]:

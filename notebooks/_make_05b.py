@@ -34,9 +34,10 @@ import pandas as pd
 from interp.editing.scale import ScaleResult, mass_table, plot_mass
 
 DATA = Path("../data")
-runs = {p.stem: ScaleResult.from_json(json.loads(p.read_text())) for p in sorted((DATA / "scale").glob("*.json"))}
-for name, r in runs.items():
-    print(f"{name}: {r.summary()}")"""),
+docs = {p.stem: json.loads(p.read_text()) for p in sorted((DATA / "scale").glob("*.json"))}
+runs = {name: ScaleResult.from_json(d) for name, d in docs.items() if "partial" not in d}  # finished runs only
+for name, d in docs.items():
+    print(f"{name}: {runs[name].summary()}" if name in runs else f"{name}: not finished ({d['partial']}), not shown")"""),
     ("md", """## 1 · Mass editing: MEMIT in one batch against ROME and FT-L applied one edit after another
 
 The first test records (file order). MEMIT edits 1 or 100 of them in one batch (layers 0–4 and λ = 2500, the
@@ -45,7 +46,10 @@ give two values, so it is written as two MEMIT edits, the 99 distinct subjects a
 fact) and 100 in ten batches of 10, each on top of the previous (its first step is 10 facts in one batch);
 ROME (layer 4) and FT-L (layer 4, per-weight bound 1e-2) edit them one after another. Every fact edited so far is scored with all edits applied. Unedited, these 100 facts
 score ES 0, PS 3.3, NS 100 (strict: 0 / 0.3 / 50.6)."""),
-    ("code", """mass = [r for name, r in runs.items() if name != "rome_seq250_guard"]  # section 2b: the guarded rerun
+    ("code", """# one run per editor and mode: the 464-edit runs go on from the shorter ones (same first records)
+longer = {"rome_seq250": "rome_seq464", "ft_seq100": "ft_seq464"}
+mass = [r for name, r in runs.items() if name != "rome_seq250_guard"  # section 2b: the guarded rerun
+        and longer.get(name) not in runs]
 t = mass_table(mass)
 cols = ["editor", "mode", "n_edited"] + [f"{m}_{f}" for m in ("efficacy", "paraphrase", "neighborhood")
                                          for f in ("score", "acc")]
@@ -76,8 +80,8 @@ pd.DataFrame(rows).T.sort_index(level=1, sort_remaining=False)"""),
 neighbours less. The strict form tells the same story at a lower level — paraphrases reach top-1 in 66% (MEMIT)
 and 61% (ROME) of prompts, and the true answer of a neighbour stays top-1 in 41% and 34% of prompts, against
 50.6% unedited. Ten batches of 10 end close to one batch of 100 (99.0 / 94.3 / 92.1). ROME's points go on to 250
-edits. FT-L one by one is no competitor: after 100 edits only 54% of its facts still hold (strict 26%), later
-fine-tuning steps overwrite earlier ones. All 464 test facts at once: section 1b."""),
+edits. FT-L one by one is no competitor: after 100 edits 63% of its facts still hold (strict 39%), after all 464
+edits 50% (strict 11.6%) — later fine-tuning steps overwrite earlier ones. All 464 test facts at once: section 1b."""),
     ("md", """## 1b · The whole test split: MEMIT with all 464 facts in one batch
 
 All 464 test records in one MEMIT batch (layers 0–4, λ = 2500: the defaults, chosen on dev; two rounds, since 17 subjects have
@@ -137,7 +141,7 @@ would be a step after which the drift exceeds 10% or the entropy falls more than
     ("code", """runs["rome_seq250"].plot()"""),
     ("code", """runs["rome_seq250"].show()  # interactive: every step of the ROME run as a table"""),
     ("code", """runs["memit_seq_b10"].plot()"""),
-    ("code", """runs["ft_seq100"].plot()"""),
+    ("code", """runs["ft_seq464"].plot()"""),
     ("code", """pd.DataFrame({name: {"edits": r.steps[-1]["n_edited"], "collapse": r.collapse,
                           "retention": r.steps[-1]["retention"], "retention (strict)": r.steps[-1]["retention_acc"],
                           "loss drift %": r.steps[-1]["loss_drift"], "entropy drop %": r.steps[-1]["entropy_drop"]}
@@ -167,7 +171,7 @@ did not write, edits with the same C⁻¹k·k and relative update (Adam Smith 34
 succeed, and bounding them would cost those facts. Eight edits were refused because the model already gave their
 target: six had an earlier edit with the same relation and target (Cameroon → Italian after Paraguay and
 Flanders → Italian), the earlier edits had bled into them. MEMIT in batches of 10 drifts far less (+0.91% after
-100 facts) with retention 99%; FT-L's drift is +4.2% after 100 edits while it forgets almost half of them.
+100 facts) with retention 99%; FT-L forgets half of its edits and its drift swings (section 2c).
 Each run's edits were reverted at the end and every written matrix compared bit for bit with its unedited
 state."""),
     ("md", """## 2b · The fix: ROME's edit guard
@@ -241,6 +245,63 @@ another machine, where the same single edit differs in the 7th digit (case 0: |d
 in the stored whole-split run), and 200 edits in a row carry such differences into the scores. Edit 246 (case
 478), refused as "already the answer" in the unguarded run, was made in the guarded one; 242 facts are edited in
 both."""),
+    ("md", """## 2c · 464 edits in a row: FT-L
+
+FT-L (layer 4, per-weight bound 1e-2) edits all 464 test facts one after another
+(`data/scale/ft_seq464.json`; retention and entropy every 10 steps, the drift after every step; 88 min on one
+thread). Its drift does not grow steadily: single edits move it by several points, up or down."""),
+    ("code", """ft = runs["ft_seq464"]
+print(ft.summary())
+print("collapse:", ft.collapse)
+f = ft.to_frame()
+f["drift change"] = f["loss_drift"].diff()
+print("steps that moved the drift by more than 2 points:", int((f["drift change"].abs() > 2).sum()), "of", len(f))
+# the same first 100 edits, made by the same code on the machine of an earlier session (ft_seq100.json)
+other = runs["ft_seq100"].to_frame()
+at = [1, 10, 25, 49, 50, 51, 100]
+pd.DataFrame({"drift, this run": f.loc[at, "loss_drift"], "drift, earlier machine": other.loc[at, "loss_drift"],
+              "edit's relative update, this run": [r["edits"][0]["relative_update"] for r in ft.steps if r["step"] in at],
+              "earlier machine": [r["edits"][0]["relative_update"] for r in runs["ft_seq100"].steps if r["step"] in at]
+              }).round(4)"""),
+    ("md", """FT-L's run crosses the drift threshold at its 50th edit (case 282): that step alone adds 8.8 points (7.5% →
+16.2%), and the next ones take most of it back (13.0% after 51, 1.8% after 101); after 464 edits the drift is
++11.9% and the highest entropy drop 8.5% (step 380). Efficacy over all 464 facts is 50.0 [45.5, 54.5] (strict
+11.6), paraphrase 18.9 (strict 4.5), neighbourhood 57.2 (strict 11.4): FT-L's updates of one matrix overwrite each
+other, and each moves the model's loss by up to ±8 points.
+
+The path is not reproducible across machines. The same code made the same first 100 edits in an earlier session on
+another machine (`ft_seq100.json`): after one edit the drifts agree to 1e-5, after 10 to 1e-4,
+after 25 they differ by 0.14 points, and at step 50 the earlier machine measured 1.9% against 16.2% here. Each
+FT-L edit is Adam on a per-weight box: sign-like steps, a clamp and a loss stop, so a rounding difference changes
+which weights saturate and when an edit stops, and the next edit starts from other weights. ROME's path also
+depends on the machine, but mildly (section 2b: 7.41% against 7.61% after 200 edits), and on a machine that
+rounds alike it repeats to the last digit (section 2d). A single FT-L curve is
+one draw; what holds on both machines is the level: after 100 edits efficacy 54.0 (earlier machine) and 63.0
+(here), drift +4.2% and +3.1%, and single edits that move the drift by up to 2.1 (earlier machine) and 8.8
+points (here) in the first 100."""),
+    ("md", """## 2d · 464 edits in a row: ROME with its guard
+
+ROME (layer 4, the guard on at its dev bound of 1.0%) edits all 464 test facts one after another
+(`data/scale/rome_seq464.json`; retention and entropy every 10 steps, the drift after every step). The run is
+longer than a session, so it saves its matrices and steps after every step (`--state`) and continues from there.
+Until the guard first refuses an edit, it makes the same edits as the unguarded 250-edit run of section 2."""),
+    ("code", """doc = docs["rome_seq464"]
+rome_run = ScaleResult.from_json(doc)  # a run not finished yet is its steps so far (it continues from its --state)
+if "partial" in doc:
+    print(f"NOT FINISHED: {doc['partial']}; below are its steps so far")
+print(rome_run.summary())
+print("collapse:", rome_run.collapse)
+r = rome_run.to_frame()
+n = min(216, len(r))  # the guard first refuses at step 217 of the unguarded run's edits
+print(f"same drift as the unguarded run, steps 1-{n}:",
+      r.loc[1:n, "loss_drift"].tolist() == runs["rome_seq250"].to_frame().loc[1:n, "loss_drift"].tolist())
+refused = [(row["step"], c, why[:80]) for row in rome_run.steps for c, why in zip(row["failed"], row["failed_reasons"])]
+print(len(refused), "edits refused:", refused)
+alone = [sum(single[c] for c in ids if c not in failed) for ids, failed in zip(r["case_ids"], r["failed"])]
+r["sum of single-edit drifts"] = pd.Series(alone, index=r.index).cumsum()
+at = [s for s in (1, 10, 50, 100, 200, 250, 300, 400, 464) if s in r.index]
+display(r.loc[at, ["n_edited", "loss_drift", "sum of single-edit drifts", "retention", "entropy_drop"]].round(2))
+rome_run.plot()"""),
 ]
 
 nb = nbf.v4.new_notebook()

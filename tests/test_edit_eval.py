@@ -454,8 +454,8 @@ def _check_row(row, want, when):
             assert got == value, (key, when)
         elif value is None or (isinstance(value, float) and math.isnan(value)):
             assert got is None or got != got, (key, when)
-        else:
-            assert abs(float(got) - float(value)) < 1e-5, (key, when, got, value)
+        else:  # float32 rounding of other batch shapes: 2e-5 on a lens probability of 0.77 on one Intel Xeon
+            assert abs(float(got) - float(value)) < 1e-5 + 5e-5 * abs(float(value)), (key, when, got, value)
 
 
 @pytest.fixture(scope="module")

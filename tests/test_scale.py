@@ -93,12 +93,18 @@ def test_a_harmful_edit_is_named_as_the_collapse(embedded, facts, tmp_path):
     c = res.collapse
     assert c is not None and c["step"] == 2 and c["case_ids"] == [facts[1].case_id], c
     assert "loss drift" in c["reason"] and res.steps[1]["loss_drift"] > 10
+    assert c["sudden"] and c["increment"] == res.steps[1]["loss_drift"] - res.steps[0]["loss_drift"]
+    assert "this step alone added" in c["reason"]
     assert res.steps[0]["loss_drift"] == 0
     # the result protocol, and a JSON round trip that keeps every number
     doc = json.loads(json.dumps(res.to_json()))
     back = ScaleResult.from_json(doc)
     assert back.summary() == res.summary()
     assert json.dumps(back.collapse) == json.dumps(c)
+    back.steps[0]["loss_drift"] = math.nan  # step 1 not measured: the jump is in steps 1-2, no single edit named
+    unmeasured = back.collapse
+    assert unmeasured["step"] == 2 and unmeasured["sudden"] is None and unmeasured["since_step"] == 0
+    assert unmeasured["increment"] == res.steps[1]["loss_drift"] and "not told apart" in unmeasured["reason"]
     assert list(res.checkpoint_frame()["n_edited"].unique()) == [1, 3]
     res.plot(out=tmp_path / "seq.png")
     assert (tmp_path / "seq.png").stat().st_size > 0
@@ -111,6 +117,21 @@ def test_a_harmful_edit_is_named_as_the_collapse(embedded, facts, tmp_path):
     plot_mass([res], out=tmp_path / "mass.png")
     with pytest.raises(ValueError, match="not a ScaleResult"):
         ScaleResult.from_json({"result": "EvalResult"})
+
+
+def test_a_collapse_reached_by_accumulation_is_told_apart_from_a_jump(embedded):
+    """Eight small noise edits: with the threshold set between the 7th and 8th drift, step 8 crosses it having
+    added a small share of it (accumulation; a step that crosses it alone: test_a_harmful_edit_is_named...)."""
+    recs = load_records(split="test")[:8]
+    res = sequential_edits(embedded, recs, lambda m, f: NoiseEdit(m, 5, 0.3, f.case_id), progress=False,
+                           generation=False, score_before=False, probe_every=8, checkpoints=[8])
+    d = res.to_frame()["loss_drift"].tolist()
+    assert d[-1] > max(d[:-1]) > 0, d
+    res.settings["max_drift"] = (max(d[:-1]) + d[-1]) / 2
+    c = res.collapse
+    assert c["step"] == 8 and c["sudden"] is False and c["increment"] == d[-1] - d[-2], (c, d)
+    assert c["increment"] < 0.25 * res.settings["max_drift"] and "reached by accumulation" in c["reason"]
+    assert "reached by accumulation" in res.summary()
 
 
 def test_a_refused_edit_is_skipped_with_its_reason(embedded, facts):
@@ -219,3 +240,53 @@ def test_a_run_where_every_edit_fails_still_reports(embedded, facts):
     assert "efficacy_score" not in doc  # no record has an after-score
     assert res.summary().startswith("refuse on 1 records")
     assert res.to_frame()["efficacy_score_pre"].notna().all()  # the before-measurements are kept per record
+
+
+class Stop(Exception):
+    pass
+
+
+def test_a_stopped_run_continues_from_its_save_with_the_same_numbers(embedded, facts, tmp_path):
+    """state_dir: a run stopped after step 1 and started again with the same directory makes the uninterrupted
+    run's edits and measurements (every number but the timings), the model is bit-identical after the stop and
+    after the end, a finished run's save returns its result without editing, and another run's save is refused."""
+    digest = embedded.weights_digest()
+    facts = facts[:2]
+    opts = dict(hparams={**FAST, "max_loss_rise": 0.0}, checkpoints=[1, 2], generation=False, progress=False)
+    whole = sequential_edits(embedded, facts, "rome", **opts)
+    state = tmp_path / "state"
+
+    def stop_at_2(partial):
+        if partial.steps[-1]["step"] == 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        sequential_edits(embedded, facts, "rome", on_checkpoint=stop_at_2, state_dir=state, **opts)
+    assert embedded.weights_digest() == digest
+    assert sorted(p.name for p in state.iterdir()) == ["step-00001.json", "step-00001.safetensors"]
+    cont = sequential_edits(embedded, facts, "rome", state_dir=state, **opts)
+    assert embedded.weights_digest() == digest
+    assert cont.settings["resumed_at"] == [2] and whole.settings["resumed_at"] == []
+
+    def numbers(res):
+        doc = json.loads(json.dumps(res.to_json()))
+        for row in doc["steps"]:
+            row.pop("edit_seconds")
+        doc["settings"].pop("resumed_at")
+        return {k: doc[k] for k in ("steps", "checkpoints", "before", "collapse", "summary", "settings")}
+
+    assert numbers(cont) == numbers(whole)
+    assert cont.steps[1]["edits"][0]["relative_update"] > 0  # the continued steps edited something
+    # finished: the save is the result; nothing is edited again
+    again = sequential_edits(embedded, facts, "rome", state_dir=state, **opts)
+    assert numbers(again) == numbers(whole) and again.steps[1]["edit_seconds"] == cont.steps[1]["edit_seconds"]
+    assert embedded.weights_digest() == digest
+    with pytest.raises(ValueError, match=r"holds another run \(it differs in case_ids, checkpoints, settings\)"):
+        sequential_edits(embedded, facts[:1], "rome", state_dir=state, **{**opts, "checkpoints": [1]})
+    with pytest.raises(ValueError, match="state_dir needs an editor named by string"):
+        sequential_edits(embedded, facts, lambda m, f: NoiseEdit(m, 5, 0.0, 0), state_dir=tmp_path / "x",
+                         progress=False)
+    (state / "step-00002.safetensors").write_bytes(b"not a tensor file")
+    with pytest.raises(ValueError, match=r"holds no complete save \(step 2: .*were altered"):
+        sequential_edits(embedded, facts, "rome", state_dir=state, **opts)
+    assert embedded.weights_digest() == digest

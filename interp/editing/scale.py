@@ -17,11 +17,19 @@ every fact edited so far is scored in full (:func:`interp.editing.eval_measure.m
 edit is reverted in reverse order and each written matrix is checked bit for bit against its unedited state.
 
 Collapse: the first step after which the loss drift exceeds ``max_drift`` percent or the generation entropy has
-fallen more than ``max_entropy_drop`` percent below the unedited model's; the edit of that step is named.
+fallen more than ``max_entropy_drop`` percent below the unedited model's; the edit of that step is named, and
+whether it caused the collapse by itself (the step moved the measure by a quarter of the threshold or more) or was
+only the last of many small steps (accumulation).
+
+A run of hours can be stopped and continued (``state_dir``): after every step the edited layers' matrices
+(safetensors) and the steps so far (JSON) are saved, and a run started again with the same directory, model,
+records, editor and settings writes the saved matrices back and goes on from the next step. Edits do not
+depend on anything but the weights, so on the same machine the continued run gives the uninterrupted run's numbers.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -33,6 +41,8 @@ import torch
 
 from ..core.progress import bar
 from ..core.results import Result, jsonable, new_figure, save_fig
+from ..core.variants import restore_matrices
+from .base import read_edit_files, write_edit_files
 from .eval_measure import (
     drift_set,
     drift_texts,
@@ -49,6 +59,7 @@ from .rome import SEQUENTIAL_GUARD, default_layer
 
 MAX_DRIFT = 10.0         # percent loss drift on the Wikipedia texts that counts as collapse
 MAX_ENTROPY_DROP = 10.0  # percent fall of the generation entropy that counts as collapse
+SUDDEN_SHARE = 0.25      # a step that moves a measure by this share of its threshold caused the collapse alone
 ENTROPY_RECORDS = 5      # the generation prompts of the run's first records are the fixed fluency prompts
 
 
@@ -88,11 +99,13 @@ def score_all(model, facts) -> dict:
 class _ModelProbe:
     """The model-level measurements of a step: loss on fixed Wikipedia texts and entropy of fixed samples."""
 
-    def __init__(self, model, facts, *, drift: bool, generation: bool, gen_tokens: int, seed: int):
+    def __init__(self, model, facts, *, drift: bool, generation: bool, gen_tokens: int, seed: int,
+                 baseline: tuple[float, float] | None = None):
         self.model, self.gen_tokens, self.seed = model, gen_tokens, seed
         self.texts = drift_set(model, drift_texts()) if drift else None
         self.prompts = [p for f in facts[:ENTROPY_RECORDS] for p in f.generation_prompts] if generation else []
-        self.loss0, self.entropy0 = self.loss(), self.entropy()
+        # a continued run keeps the unedited model's baseline from its save
+        self.loss0, self.entropy0 = baseline if baseline is not None else (self.loss(), self.entropy())
 
     def loss(self) -> float:
         return text_nll(self.model, self.texts) if self.texts is not None else float("nan")
@@ -118,12 +131,69 @@ def _check_steps(name: str, values, n_steps: int) -> list[int]:
     return sorted(set(out))
 
 
+# ============================================================================================ saved state
+STATE_FORMAT = "interp.sequential_edits.state.v1"
+
+
+def _matrix_digest(matrices: dict) -> str:
+    h = hashlib.sha256()
+    for layer in sorted(matrices):
+        h.update(f"{layer}:".encode())
+        h.update(matrices[layer].detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _state_files(state_dir: Path) -> list[tuple[int, Path]]:
+    """Saved steps, newest first: ``[(step, stem)]`` for every ``step-NNNNN.json`` in ``state_dir``."""
+    out = []
+    for p in state_dir.glob("step-*.json"):
+        try:
+            out.append((int(p.stem.split("-", 1)[1]), p.with_suffix("")))
+        except ValueError:
+            continue
+    return sorted(out, reverse=True)
+
+
+def save_state(state_dir: Path, run: dict, step: int, matrices: dict, progress: dict) -> None:
+    """Save the run after ``step``: ``matrices`` ({layer: tensor}) and ``progress`` (steps, checkpoints, ...) under
+    a new name, then drop older saves, so an interrupt at any moment leaves one complete save."""
+    older = _state_files(state_dir)
+    write_edit_files(state_dir / f"step-{step:05d}", {f"layer.{l}": m for l, m in matrices.items()}, STATE_FORMAT,
+                     {"run": run, "step": step, **jsonable(progress)})
+    for s, stem in older:
+        if s != step:
+            for suffix in (".json", ".safetensors"):
+                stem.with_name(stem.name + suffix).unlink(missing_ok=True)
+
+
+def load_state(state_dir: Path, run: dict) -> tuple[dict, dict] | None:
+    """``(progress, {layer: matrix})`` of the newest complete save in ``state_dir`` (None: nothing saved yet). A
+    save of another run (model, records, editor, settings or unedited matrices differ) is refused, naming what
+    differs."""
+    problems = []
+    for step, stem in _state_files(state_dir):
+        try:
+            meta, tensors = read_edit_files(stem, STATE_FORMAT, "sequential-editing state")
+        except (ValueError, FileNotFoundError) as e:  # a save interrupted while written: an older one is complete
+            problems.append(f"step {step}: {e}")
+            continue
+        differ = sorted(k for k in set(run) | set(meta["run"]) if run.get(k) != meta["run"].get(k))
+        if differ:
+            raise ValueError(f"state_dir {str(state_dir)!r} holds another run (it differs in {', '.join(differ)}); "
+                             "allowed: the directory of this run, an empty one or a new one")
+        return _nan_for_null(meta), {int(k.split(".", 1)[1]): v for k, v in tensors.items()}
+    if problems:  # saves exist and none is whole: starting over would hide it
+        raise ValueError(f"state_dir {str(state_dir)!r} holds no complete save ({'; '.join(problems)}); allowed: "
+                         "a directory with a complete save, or an empty one to start the run again")
+    return None
+
+
 # ============================================================================================ the run
 def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, checkpoints: Sequence[int] | None = None,
                      layer: int | None = None, seed: int = 0, stats=None, hparams: dict | None = None,
                      generation: bool = True, gen_tokens: int = 40, drift: bool = True, score_before: bool = True,
                      max_drift: float = MAX_DRIFT, max_entropy_drop: float = MAX_ENTROPY_DROP,
-                     probe_every: int = 1, measure_from: int = 1, on_checkpoint=None,
+                     probe_every: int = 1, measure_from: int = 1, on_checkpoint=None, state_dir=None,
                      progress: bool = True) -> ScaleResult:
     """Edit ``records`` one step after another, each step on top of all earlier ones (see the module docstring).
 
@@ -142,6 +212,9 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
     7th digit, and 200 edits carry that into the scores): a long run can be re-made cheaply up to where it matters.
     on_checkpoint: ``fn(partial_result)`` after each checkpoint (the steps so far), e.g. ``lambda r: r.save(path)``
     so that a run of hours that is stopped keeps its finished part; it must not touch the model.
+    state_dir: a directory where the run is saved after every step (see the module docstring); started again with
+    it, the run continues after the last saved step (a finished run's save returns its result and edits nothing).
+    Editors named by string only (a callable's writes are not known).
     The model ends as it started: every edit is reverted, and the written matrices are checked bit for bit."""
     facts = [as_fact(r, where=f"record {i}") for i, r in enumerate(records)]
     if not facts:
@@ -174,23 +247,55 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
         hparams = {"max_loss_rise": SEQUENTIAL_GUARD.get(model.fingerprint, 0.0), **(hparams or {})}
     ed = make_editor(model, editor, layer, seed, stats, hparams)
     t_start = time.perf_counter()
-    probe = _ModelProbe(model, facts, drift=drift, generation=generation, gen_tokens=gen_tokens, seed=seed)
-    unedited = score_all(model, facts) if score_before else {}
     saved = {l: model.mlp_out_matrix(l).detach().cpu().clone() for l in ed.layers or []}
-    steps, marks, handles, done = [], [], [], []
     settings = {"batch_size": batch_size, "seed": seed, "generation": generation, "gen_tokens": gen_tokens,
                 "drift": drift, "probe_every": probe_every, "measure_from": measure_from, "max_drift": max_drift,
-                "max_entropy_drop": max_entropy_drop,
-                "n_records": len(facts), "entropy_prompts": probe.prompts, "layers": list(ed.layers or [layer])}
+                "max_entropy_drop": max_entropy_drop, "n_records": len(facts),
+                "entropy_prompts": [p for f in facts[:ENTROPY_RECORDS] for p in f.generation_prompts] if generation
+                else [], "layers": list(ed.layers or [layer])}
+    run, state = None, None
+    if state_dir is not None:
+        if ed.layers is None:
+            raise ValueError("state_dir needs an editor named by string ('rome', 'ft', 'memit'): a callable's "
+                             "writes are not known, so its edits cannot be saved")
+        state_dir = Path(state_dir)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        run = json.loads(json.dumps(jsonable({
+            "fingerprint": model.fingerprint, "editor": ed.name, "hparams": ed.hparams, "settings": settings,
+            "score_before": score_before, "checkpoints": checkpoints, "case_ids": [f.case_id for f in facts],
+            "unedited_matrices": _matrix_digest(saved)})))
+        state = load_state(state_dir, run)
+    if state is None:
+        probe = _ModelProbe(model, facts, drift=drift, generation=generation, gen_tokens=gen_tokens, seed=seed)
+        unedited = score_all(model, facts) if score_before else {}
+        steps, marks, done, first, spent_before, resumed_at = [], [], [], 1, 0.0, []
+    else:
+        progress_doc, matrices = state
+        before = progress_doc["before"]
+        probe = _ModelProbe(model, facts, drift=drift, generation=generation, gen_tokens=gen_tokens, seed=seed,
+                            baseline=(before["loss"], before["generation_entropy"]))
+        unedited = before["scores"]
+        steps, marks = progress_doc["steps"], progress_doc["checkpoints"]
+        done = [facts[i] for i in progress_doc["done"]]
+        first, spent_before = progress_doc["step"] + 1, progress_doc["seconds"]
+        resumed_at = progress_doc["resumed_at"] + [first]
+    settings["resumed_at"] = resumed_at
+    position = {id(f): i for i, f in enumerate(facts)}
+    handles = []
 
     def result() -> ScaleResult:
         return ScaleResult(editor=ed.name, steps=list(steps), checkpoints=list(marks), settings=dict(settings),
                            hparams=ed.hparams, before={"loss": probe.loss0, "generation_entropy": probe.entropy0,
-                                                       "scores": unedited}, seconds=time.perf_counter() - t_start)
+                                                       "scores": unedited},
+                           seconds=spent_before + time.perf_counter() - t_start)
 
-    progress_bar = bar(total=n_steps, desc=f"{ed.name} steps", enabled=progress, unit="step")
+    progress_bar = bar(total=n_steps, desc=f"{ed.name} steps", enabled=progress, unit="step", initial=first - 1)
+    start = saved
     try:
-        for s, batch in enumerate(batches, start=1):
+        if state is not None:  # the saved run's weights: everything below is reverted to them, then to `saved`
+            restore_matrices(model, state[1])
+            start = {l: model.mlp_out_matrix(l).detach().cpu().clone() for l in saved}
+        for s, batch in enumerate(batches[first - 1:], start=first):
             t0 = time.perf_counter()
             outcomes = apply_edits(ed, batch, handles)
             failed = {f.case_id: o["error"] for f, o in zip(batch, outcomes) if o["error"]}
@@ -211,12 +316,17 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
                 marks.append({"step": s, "n_edited": len(done), "scores": score_all(model, done) if done else {}})
                 if on_checkpoint is not None:
                     on_checkpoint(result())
+            if state_dir is not None:
+                save_state(state_dir, run, s, {l: model.mlp_out_matrix(l) for l in saved}, {
+                    "steps": steps, "checkpoints": marks, "done": [position[id(f)] for f in done],
+                    "before": result().before, "seconds": result().seconds, "resumed_at": resumed_at})
             progress_bar.update(1)
     finally:
         progress_bar.close()
         for h in reversed(handles):
             h.revert()
-    changed = [l for l, w in saved.items() if not torch.equal(w, model.mlp_out_matrix(l).detach().cpu())]
+        changed = [l for l, w in start.items() if not torch.equal(w, model.mlp_out_matrix(l).detach().cpu())]
+        restore_matrices(model, saved)  # a continued run: the saved run's edits have no handles to revert
     if changed:
         raise RuntimeError(f"reverting the {len(handles)} edits did not restore layer(s) {changed} bit for bit")
     return result()
@@ -238,17 +348,37 @@ class ScaleResult(Result):
     @property
     def collapse(self) -> dict | None:
         """The first step whose loss drift or entropy drop crossed its threshold: ``{"step", "n_edited",
-        "case_ids" (that step's edits), "reason", "loss_drift", "entropy_drop"}``; None when none did."""
+        "case_ids" (that step's edits), "reason", "loss_drift", "entropy_drop", "sudden", "increment",
+        "since_step"}``; None when none did. ``increment``: how far the measure that crossed moved since its last
+        measurement (``since_step``; 0: the unedited model). ``sudden``: True when that step alone moved it by at
+        least :data:`SUDDEN_SHARE` of the threshold (its edit caused the collapse); False when the move was smaller
+        (the threshold was reached by accumulation, the step's edit is only the last of many); None when a larger
+        move spans unmeasured steps (no single edit can be named)."""
+        last = {"loss_drift": (0.0, 0), "entropy_drop": (0.0, 0)}  # (value, step) last measured; 0: unedited
         for row in self.steps:
-            reasons = []
-            if row["loss_drift"] > self.settings["max_drift"]:
-                reasons.append(f"loss drift {row['loss_drift']:.1f}% > {self.settings['max_drift']}%")
-            if row["entropy_drop"] > self.settings["max_entropy_drop"]:
-                reasons.append(f"entropy drop {row['entropy_drop']:.1f}% > {self.settings['max_entropy_drop']}%")
+            reasons, moves = [], []
+            for key, limit, what in (("loss_drift", self.settings["max_drift"], "loss drift"),
+                                     ("entropy_drop", self.settings["max_entropy_drop"], "entropy drop")):
+                value = row[key]
+                if not math.isfinite(value):  # not measured on this step (probe_every, measure_from)
+                    continue
+                if value > limit:
+                    moves.append((value - last[key][0], limit, last[key][1]))
+                    reasons.append(f"{what} {value:.1f}% > {limit}%")
+                last[key] = (value, row["step"])
             if reasons:
+                increment, limit, since = max(moves, key=lambda m: m[0] / m[1])
+                if increment < SUDDEN_SHARE * limit:
+                    sudden, how = False, f"reached by accumulation: {increment:+.2f} points since step {since}"
+                elif since == row["step"] - 1:
+                    sudden, how = True, f"this step alone added {increment:+.2f} points"
+                else:  # a jump somewhere in unmeasured steps: no single edit can be named
+                    sudden, how = None, (f"{increment:+.2f} points since step {since}, the last measured one: the "
+                                         "edits between are not told apart")
                 return {"step": row["step"], "n_edited": row["n_edited"], "case_ids": row["case_ids"],
-                        "reason": "; ".join(reasons), "loss_drift": row["loss_drift"],
-                        "entropy_drop": row["entropy_drop"]}
+                        "reason": "; ".join(reasons) + f" ({how})", "loss_drift": row["loss_drift"],
+                        "entropy_drop": row["entropy_drop"], "sudden": sudden, "increment": increment,
+                        "since_step": since}
         return None
 
     def to_frame(self):

@@ -38,7 +38,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, required=True, help="records (the first N of the split)")
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--split", choices=["test", "dev"], default="test",
-                    help="dev: for choices (its runs go to data/scale_dev/, which notebook 05b does not read)")
+                    help="dev: for choices (write its runs outside data/scale/, which notebook 05b reads)")
     ap.add_argument("--batch-size", type=int, default=1)
     ap.add_argument("--checkpoints", default=None, help="comma-separated step numbers")
     ap.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE")

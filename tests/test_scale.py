@@ -252,7 +252,7 @@ def test_a_stopped_run_continues_from_its_save_with_the_same_numbers(embedded, f
     after the end, a finished run's save returns its result without editing, and another run's save is refused."""
     digest = embedded.weights_digest()
     facts = facts[:2]
-    opts = dict(hparams={**FAST, "max_loss_rise": 0.0}, checkpoints=[1, 2], generation=False, progress=False)
+    opts = {"hparams": {**FAST, "max_loss_rise": 0.0}, "checkpoints": [1, 2], "generation": False, "progress": False}
     whole = sequential_edits(embedded, facts, "rome", **opts)
     state = tmp_path / "state"
 

@@ -270,7 +270,7 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
         unedited = score_all(model, facts) if score_before else {}
         steps, marks, done, first, spent_before, resumed_at = [], [], [], 1, 0.0, []
     else:
-        progress_doc, matrices = state
+        progress_doc = state[0]  # state[1], the saved matrices, is written in below, inside the try
         before = progress_doc["before"]
         probe = _ModelProbe(model, facts, drift=drift, generation=generation, gen_tokens=gen_tokens, seed=seed,
                             baseline=(before["loss"], before["generation_entropy"]))

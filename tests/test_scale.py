@@ -152,13 +152,18 @@ def test_a_refused_edit_is_skipped_with_its_reason(embedded, facts):
 
 def test_checkpoint_scores_equal_evaluate_with_the_same_edits(embedded, facts):
     """Two ROME edits one after another: the final checkpoint scores every fact with both applied, as
-    evaluate(batch_size=2) does through its own measurement and aggregation code."""
+    evaluate(batch_size=2) does through its own measurement and aggregation code (given the sequential defaults'
+    smaller updates; its guard only refuses, it does not change an edit)."""
     digest = embedded.weights_digest()
     two = facts[:2]
     res = sequential_edits(embedded, two, "rome", hparams=FAST, progress=False, generation=False, drift=False,
                            score_before=False)
-    ev = evaluate(embedded, two, "rome", hparams=FAST, batch_size=2, generation=False, drift=False, lens=False,
-                  progress=False).to_json()
+    seq = dict(editing_rome.SEQUENTIAL_HPARAMS[embedded.fingerprint])
+    assert seq.pop("max_loss_rise") == editing_rome.GUARD_BOUND
+    assert seq["clamp_norm_factor"] < editing_rome.RomeHparams.clamp_norm_factor
+    assert seq["v_loss_stop"] > editing_rome.RomeHparams.v_loss_stop
+    ev = evaluate(embedded, two, "rome", hparams={**seq, **FAST}, batch_size=2, generation=False, drift=False,
+                  lens=False, progress=False).to_json()
     final = res.final_scores()
     for key in ("efficacy_score", "paraphrase_score", "neighborhood_score", "efficacy_acc", "neighborhood_acc",
                 "paraphrase_other_score"):
@@ -170,6 +175,12 @@ def test_checkpoint_scores_equal_evaluate_with_the_same_edits(embedded, facts):
     assert all(0 < e["opt_p_final"] <= 1 and e["key_dot"] > 0 and e["relative_update"] > 0 for e in diag)
     assert res.hparams["max_loss_rise"] == editing_rome.GUARD_BOUND > 0
     assert all(abs(e["loss_rise"]) < editing_rome.GUARD_BOUND for e in diag)
+    assert {k: res.hparams[k] for k in seq} == seq and all(e["delta_norm"] <= e["clamp"] * (1 + 1e-6) for e in diag)
+    # the same call with the single-edit values wins over the defaults and makes a larger edit
+    big = sequential_edits(embedded, two[:1], "rome", hparams={**FAST, "clamp_norm_factor": 4.0}, progress=False,
+                           generation=False, drift=False, score_before=False)
+    assert big.hparams["clamp_norm_factor"] == 4.0 and big.hparams["v_loss_stop"] == seq["v_loss_stop"]
+    assert big.steps[0]["edits"][0]["clamp"] == pytest.approx(diag[0]["clamp"] * 4.0 / seq["clamp_norm_factor"])
     assert embedded.weights_digest() == digest
 
 

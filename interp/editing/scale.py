@@ -55,7 +55,7 @@ from .eval_measure import (
 from .eval_report import ALL_SCORES, mean_ci
 from .evaluate import EDITORS, apply_edits, make_editor
 from .facts import as_fact
-from .rome import SEQUENTIAL_GUARD, default_layer
+from .rome import SEQUENTIAL_HPARAMS, default_layer
 
 MAX_DRIFT = 10.0         # percent loss drift on the Wikipedia texts that counts as collapse
 MAX_ENTROPY_DROP = 10.0  # percent fall of the generation entropy that counts as collapse
@@ -99,11 +99,11 @@ def score_all(model, facts) -> dict:
 class _ModelProbe:
     """The model-level measurements of a step: loss on fixed Wikipedia texts and entropy of fixed samples."""
 
-    def __init__(self, model, facts, *, drift: bool, generation: bool, gen_tokens: int, seed: int,
+    def __init__(self, model, prompts: list[str], *, drift: bool, gen_tokens: int, seed: int,
                  baseline: tuple[float, float] | None = None):
         self.model, self.gen_tokens, self.seed = model, gen_tokens, seed
         self.texts = drift_set(model, drift_texts()) if drift else None
-        self.prompts = [p for f in facts[:ENTROPY_RECORDS] for p in f.generation_prompts] if generation else []
+        self.prompts = prompts  # [] when generation is off
         # a continued run keeps the unedited model's baseline from its save
         self.loss0, self.entropy0 = baseline if baseline is not None else (self.loss(), self.entropy())
 
@@ -200,9 +200,10 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
     editor: "rome", "ft" or "memit" (or ``fn(model, record) -> edit``); batch_size: facts per step (MEMIT: one
     edit of the batch; ROME / FT-L: that many single edits, measured together). checkpoints: step numbers
     (1-based) after which every fact edited so far is scored in full; default the last step and powers of ten.
-    hparams: the editor's keyword overrides. ROME's edit guard (``max_loss_rise``: an edit that raises the loss of
-    reference text by more is refused and skipped) is on, with the model's dev-chosen bound
-    (:data:`interp.editing.rome.SEQUENTIAL_GUARD`), unless ``hparams`` sets it (0: off).
+    hparams: the editor's keyword overrides. ROME gets the model's dev-chosen sequential defaults
+    (:data:`interp.editing.rome.SEQUENTIAL_HPARAMS`: the edit guard ``max_loss_rise``, by which an edit that raises
+    the loss of reference text by more is refused and skipped, and smaller updates) unless ``hparams`` sets them
+    (``max_loss_rise=0``: guard off).
     score_before: also score every fact on the unedited model (``result.before["scores"]``).
     probe_every: measure retention and generation entropy after every this many steps (and at checkpoints and
     the last step); the loss drift, and so collapse by drift, is measured after every step.
@@ -243,8 +244,8 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
         raise ValueError(f"checkpoint {checkpoints[0]} comes before measure_from={measure_from}; allowed: "
                          f"checkpoints >= {measure_from}")
     layer = default_layer(model) if layer is None else model.check_layer(layer)
-    if editor == "rome":  # edits that are harmless alone can break the model on top of others: guard each one
-        hparams = {"max_loss_rise": SEQUENTIAL_GUARD.get(model.fingerprint, 0.0), **(hparams or {})}
+    if editor == "rome":  # edits harmless alone add up on top of others: guard each one and keep it small
+        hparams = {**SEQUENTIAL_HPARAMS.get(model.fingerprint, {}), **(hparams or {})}
     ed = make_editor(model, editor, layer, seed, stats, hparams)
     t_start = time.perf_counter()
     saved = {l: model.mlp_out_matrix(l).detach().cpu().clone() for l in ed.layers or []}
@@ -266,13 +267,13 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
             "unedited_matrices": _matrix_digest(saved)})))
         state = load_state(state_dir, run)
     if state is None:
-        probe = _ModelProbe(model, facts, drift=drift, generation=generation, gen_tokens=gen_tokens, seed=seed)
+        probe = _ModelProbe(model, settings["entropy_prompts"], drift=drift, gen_tokens=gen_tokens, seed=seed)
         unedited = score_all(model, facts) if score_before else {}
         steps, marks, done, first, spent_before, resumed_at = [], [], [], 1, 0.0, []
     else:
         progress_doc = state[0]  # state[1], the saved matrices, is written in below, inside the try
         before = progress_doc["before"]
-        probe = _ModelProbe(model, facts, drift=drift, generation=generation, gen_tokens=gen_tokens, seed=seed,
+        probe = _ModelProbe(model, settings["entropy_prompts"], drift=drift, gen_tokens=gen_tokens, seed=seed,
                             baseline=(before["loss"], before["generation_entropy"]))
         unedited = before["scores"]
         steps, marks = progress_doc["steps"], progress_doc["checkpoints"]
@@ -317,9 +318,10 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
                 if on_checkpoint is not None:
                     on_checkpoint(result())
             if state_dir is not None:
+                now = result()
                 save_state(state_dir, run, s, {l: model.mlp_out_matrix(l) for l in saved}, {
                     "steps": steps, "checkpoints": marks, "done": [position[id(f)] for f in done],
-                    "before": result().before, "seconds": result().seconds, "resumed_at": resumed_at})
+                    "before": now.before, "seconds": now.seconds, "resumed_at": resumed_at})
             progress_bar.update(1)
     finally:
         progress_bar.close()

@@ -67,7 +67,7 @@ from .facts import check_prompt, check_target, load_records
 # commands that produced them. Read-only: a layer chosen at run time for another model lives in that model's cache.
 DEFAULT_LAYERS = types.MappingProxyType({"b6b4e20b-538090432": 4, "99115288-1072419280": 5})
 # The edit guard's bound (max_loss_rise, percent) that sequential_edits gives ROME on the embedded model unless
-# told otherwise: twice the largest rise of 100 dev edits in a row with a converged v* (0.48%), rounded up to 0.5
+# told otherwise: twice the largest rise of 100 dev edits in a row with a converged v* (0.48%), rounded up to 1.0
 # (data/loss_rise_seq.json, data/loss_rise_study.py for the rule and how it was amended). A single edit has it off:
 # it costs two forwards (about a third of an edit on this CPU) and on its own a ROME edit did not collapse anything.
 GUARD_BOUND = 1.0

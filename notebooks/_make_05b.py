@@ -372,7 +372,8 @@ refused 3 edits (before 5). The neighbours gain (NS 64.0 against 60.1). **The pr
 [86.8, 92.4] against 94.0, PS 82.3 against 86.7 (strict 70.2 / 34.6 against 73.7 / 45.2). Part of it is the
 dev study's single-edit cost (ES 97.5, PS 81.7 there), part is that a smaller update is easier for later edits
 to overwrite: efficacy falls from 97.0 after 100 edits to 89.9 after 464 (before: 99.0 to 94.0). Which of
-the lost facts never flipped and which were forgotten later is not separated. 79 min on two threads."""),
+the lost facts never flipped and which were forgotten later this run cannot say: it predates the check of each
+edit right after its step, which runs make now (`ScaleResult.failures()`). 79 min on two threads."""),
 ]
 
 nb = nbf.v4.new_notebook()

@@ -157,6 +157,27 @@ def test_truncated_cache_is_detected_and_rebuilt(embedded, tmp_path, monkeypatch
     assert torch.equal(rebuilt.run(toks), embedded.run(toks))
 
 
+def test_a_cache_another_process_wrote_meanwhile_is_kept(tmp_path):
+    """Two processes building the same cache at once (two notebooks or scripts on a fresh machine): the
+    one that finishes second keeps the first one's folder, which that process may be reading, and leaves no
+    scratch folder; a damaged cache is still replaced."""
+    folder = tmp_path / "model"
+    hf, tok, _ = loading.tiny_transformers("llama", 0)
+    source = lambda: json.loads((folder / "manifest.json").read_text())["source"]
+
+    def build_while_another_finishes(scratch):
+        loading._write_cache(folder, lambda s: (hf, tok, "first", 1))
+        return hf, tok, "second", 2
+
+    loading._write_cache(folder, build_while_another_finishes)
+    assert source() == "first" and [p.name for p in tmp_path.iterdir()] == ["model"]
+    (folder / "model.safetensors").write_bytes(b"")
+    with pytest.warns(UserWarning, match="damaged"):
+        assert loading._read_cache(folder) is None
+    loading._write_cache(folder, lambda s: (hf, tok, "repaired", 3))
+    assert source() == "repaired" and [p.name for p in tmp_path.iterdir()] == ["model"]
+
+
 def test_corrupted_byte_is_detected(embedded, tmp_path, monkeypatch):
     folder = loading.cache_folder_for()
     monkeypatch.setenv("INTERP_CACHE", str(tmp_path))

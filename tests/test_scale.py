@@ -13,6 +13,7 @@ from interp.editing import rome as editing_rome
 from interp.editing.eval_measure import fact_scores, measure_probs
 from interp.editing.evaluate import evaluate
 from interp.editing.facts import load_records
+from interp.editing.ft import ft_edit
 from interp.editing.scale import ScaleResult, mass_table, plot_mass, retention, sequential_edits
 
 FAST = {"v_steps": 5, "templates": [[5, 1]]}
@@ -148,6 +149,52 @@ def test_a_refused_edit_is_skipped_with_its_reason(embedded, facts):
                                               "model's answer to the prompt"]
     assert res.steps[0]["failed"] == res.steps[0]["failed_reasons"] == []
     assert res.checkpoints[-1]["scores"]["efficacy_score"]["n"] == 2
+
+
+def test_a_fact_forgotten_later_is_told_apart_from_one_never_flipped(embedded, facts):
+    """Step 1 FT-L-edits fact 0 (it flips); step 2 writes the unedited matrix back, so fact 0 is forgotten and
+    fact 1 (not edited) never flips; step 3 changes nothing. Each edit's ``flipped`` is its fact's efficacy
+    scored in full (measure_probs) at a checkpoint right after its step."""
+    layer = editing_rome.default_layer(embedded)
+    unedited = embedded.mlp_out_matrix(layer).detach().clone()
+
+    class Reset:
+        def __init__(self, model):
+            self.w = model.mlp_out_matrix(layer)
+            self.saved = self.w.detach().clone()
+            with torch.no_grad():
+                self.w.copy_(unedited)
+
+        def revert(self):
+            with torch.no_grad():
+                self.w.copy_(self.saved)
+
+    def editor(model, fact):
+        if fact.case_id == facts[0].case_id:
+            return ft_edit(model, fact.prompt, fact.subject, fact.target_new, layer)
+        return Reset(model) if fact.case_id == facts[1].case_id else NoiseEdit(model, 5, 0.0, 0)
+
+    digest = embedded.weights_digest()
+    res = sequential_edits(embedded, facts, editor, progress=False, generation=False, drift=False,
+                           score_before=False, checkpoints=[1, 2, 3])
+    assert embedded.weights_digest() == digest
+    made = {e["case_id"]: e for r in res.steps for e in r["edits"]}
+    ids = [f.case_id for f in facts]
+    assert [made[c]["flipped"] for c in ids] == [True, False, False]
+    first = res.checkpoints[0]["scores"]
+    assert first["efficacy_score"]["mean"] == 100.0
+    assert first["efficacy_acc"]["mean"] == 100 * made[ids[0]]["flipped_acc"]
+    assert [c["failing"] for c in res.checkpoints] == [[], ids[:2], ids]
+    f = res.failures()
+    assert f.to_dict("list") == {"case_id": ids, "step": [1, 2, 3], "flipped": [True, False, False],
+                                 "why": ["forgotten later", "never flipped", "never flipped"]}
+    assert "3 failing efficacy (never flipped 2, forgotten later 1)" in res.summary()
+    back = ScaleResult.from_json(json.loads(json.dumps(res.to_json())))
+    assert back.failures().equals(f)
+    for r in back.steps:  # a run saved before edits were checked as made
+        for e in r["edits"]:
+            del e["flipped"]
+    assert set(back.failures()["why"]) == {"not recorded"}
 
 
 def test_checkpoint_scores_equal_evaluate_with_the_same_edits(embedded, facts):

@@ -432,6 +432,7 @@ def _write_cache(folder: Path, build) -> None:
     from safetensors.torch import save_file
 
     folder.parent.mkdir(parents=True, exist_ok=True)
+    damaged = folder.exists()  # the caller could not read it: replaced below
     tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
     try:
         hf, tok, source_name, source_size = build(tmp)
@@ -452,9 +453,16 @@ def _write_cache(folder: Path, build) -> None:
         manifest = {"format": CACHE_FORMAT, "file": _WEIGHTS, "size": len(data), "crc32": zlib.crc32(data),
                     "source": source_name, "source_size": source_size}
         (tmp / _MANIFEST).write_text(json.dumps(manifest, indent=2))
+        # another process (a notebook, a script started beside it) wrote the same cache meanwhile and may be reading it
+        if not damaged and (folder / _MANIFEST).is_file():
+            return
         if folder.exists():
             shutil.rmtree(folder)
-        os.replace(tmp, folder)
+        try:
+            os.replace(tmp, folder)
+        except OSError:  # the other process got there between the check and the rename
+            if not (folder / _MANIFEST).is_file():
+                raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

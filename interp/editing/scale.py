@@ -12,8 +12,10 @@ and — every ``probe_every`` steps, at checkpoints and at the end — retention
 fact edited so far) and the generation entropy of fixed prompts with fixed seeds (the same samples' seeds as on
 the unedited model, so the change is paired); between those steps both are NaN. The two grow with the run
 (retention) or cost more than the edit (sampling), while the drift is one forward. Each step row also keeps its
-edits' diagnostics (``edits``: optimisation convergence, key, relative update, guard rise). At each checkpoint
-every fact edited so far is scored in full (:func:`interp.editing.eval_measure.measure_probs`). At the end every
+edits' diagnostics (``edits``: optimisation convergence, key, relative update, guard rise) and whether each edit
+flipped its fact right after its step (``flipped``). At each checkpoint every fact edited so far is scored in full
+(:func:`interp.editing.eval_measure.measure_probs`); ``failures()`` then tells the facts failing efficacy that
+never flipped from those that were forgotten later. At the end every
 edit is reverted in reverse order and each written matrix is checked bit for bit against its unedited state.
 
 Collapse: the first step after which the loss drift exceeds ``max_drift`` percent or the generation entropy has
@@ -301,7 +303,12 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
             outcomes = apply_edits(ed, batch, handles)
             failed = {f.case_id: o["error"] for f, o in zip(batch, outcomes) if o["error"]}
             edit_s = time.perf_counter() - t0
-            done += [f for f in batch if f.case_id not in failed]
+            kept = [f for f in batch if f.case_id not in failed]
+            done += kept
+            # each fact's efficacy right after its own step: a fact failing at the end either never flipped or was
+            # flipped and then overwritten by later edits, and only this tells the two apart (one short forward)
+            hits = retention(model, kept) if kept else ([], [])
+            own = {f.case_id: (bool(a), bool(b)) for f, a, b in zip(kept, *hits)}
             measured = s >= measure_from
             full = measured and (s % probe_every == 0 or s in checkpoints or s == n_steps)
             success, strict = retention(model, done) if done and full else ([], [])
@@ -310,11 +317,14 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
                    "failed": sorted(failed), "failed_reasons": [failed[c] for c in sorted(failed)],
                    "edit_seconds": edit_s, "retention": rate(success), "retention_acc": rate(strict),
                    **probe(generation=full, drift=measured),
-                   "edits": [{"case_id": f.case_id, **{k: v for k, v in o.items() if k not in ("error",
-                              "edit_seconds")}} for f, o in zip(batch, outcomes) if not o["error"]]}
+                   "edits": [{"case_id": f.case_id, "flipped": own[f.case_id][0], "flipped_acc": own[f.case_id][1],
+                              **{k: v for k, v in o.items() if k not in ("error", "edit_seconds")}}
+                             for f, o in zip(batch, outcomes) if not o["error"]]}
             steps.append(row)
             if s in checkpoints:
-                marks.append({"step": s, "n_edited": len(done), "scores": score_all(model, done) if done else {}})
+                rows = record_scores(model, done) if done else []
+                marks.append({"step": s, "n_edited": len(done), "scores": aggregate_scores(rows) if rows else {},
+                              "failing": [f.case_id for f, r in zip(done, rows) if r["efficacy_score"] < 1]})
                 if on_checkpoint is not None:
                     on_checkpoint(result())
             if state_dir is not None:
@@ -400,6 +410,23 @@ class ScaleResult(Result):
         """The last checkpoint's means ``{metric: percent}`` (every fact of the run, with all edits applied)."""
         return {k: v["mean"] for k, v in self.checkpoints[-1]["scores"].items()} if self.checkpoints else {}
 
+    def failures(self):
+        """DataFrame, one row per fact failing efficacy (success form) at the last checkpoint: ``case_id``, the
+        ``step`` that edited it, ``flipped`` (its efficacy right after that step) and ``why``: "never flipped"
+        (the edit did not take) or "forgotten later" (it took, and later edits overwrote it); "not recorded" for a
+        run saved before the edits were checked as they were made."""
+        import pandas as pd
+
+        made = {e["case_id"]: (r["step"], e.get("flipped")) for r in self.steps for e in r["edits"]}
+        failing = self.checkpoints[-1].get("failing", []) if self.checkpoints else []
+        rows = []
+        for cid in failing:
+            step, flipped = made.get(cid, (None, None))
+            why = "not recorded" if flipped is None else (
+                "forgotten later" if flipped else "never flipped")
+            rows.append({"case_id": cid, "step": step, "flipped": flipped, "why": why})
+        return pd.DataFrame(rows, columns=["case_id", "step", "flipped", "why"])
+
     def summary(self) -> str:
         last = self.steps[-1] if self.steps else {}
         bs = self.settings.get("batch_size", 1)
@@ -409,6 +436,10 @@ class ScaleResult(Result):
                   f"PS {s.get('paraphrase_score', math.nan):.1f} NS {s.get('neighborhood_score', math.nan):.1f} "
                   f"(strict {s.get('efficacy_acc', math.nan):.1f} / {s.get('paraphrase_acc', math.nan):.1f} / "
                   f"{s.get('neighborhood_acc', math.nan):.1f})") if s else ""
+        if s and "failing" in self.checkpoints[-1]:
+            why = self.failures()["why"].value_counts()
+            scores += (f"; {len(self.checkpoints[-1]['failing'])} failing efficacy (never flipped "
+                       f"{why.get('never flipped', 0)}, forgotten later {why.get('forgotten later', 0)})")
         c = self.collapse
         col = (f"collapse at step {c['step']} ({c['n_edited']} facts; {c['reason']})" if c else
                f"no collapse (drift <= {self.settings['max_drift']}%, entropy drop <= "

@@ -15,8 +15,8 @@ the unedited model, so the change is paired); between those steps both are NaN. 
 edits' diagnostics (``edits``: optimisation convergence, key, relative update, guard rise) and whether each edit
 flipped its fact right after its step (``flipped``). At each checkpoint every fact edited so far is scored in full
 (:func:`interp.editing.eval_measure.measure_probs`); ``failures()`` then tells the facts failing efficacy that
-never flipped from those that were forgotten later. At the end every
-edit is reverted in reverse order and each written matrix is checked bit for bit against its unedited state.
+never flipped from those that were forgotten later. At the end every edit is reverted in reverse order and each
+written matrix is checked bit for bit against its unedited state.
 
 Collapse: the first step after which the loss drift exceeds ``max_drift`` percent or the generation entropy has
 fallen more than ``max_entropy_drop`` percent below the unedited model's; the edit of that step is named, and
@@ -305,13 +305,18 @@ def sequential_edits(model, records, editor="rome", *, batch_size: int = 1, chec
             edit_s = time.perf_counter() - t0
             kept = [f for f in batch if f.case_id not in failed]
             done += kept
-            # each fact's efficacy right after its own step: a fact failing at the end either never flipped or was
-            # flipped and then overwritten by later edits, and only this tells the two apart (one short forward)
-            hits = retention(model, kept) if kept else ([], [])
-            own = {f.case_id: (bool(a), bool(b)) for f, a, b in zip(kept, *hits)}
             measured = s >= measure_from
             full = measured and (s % probe_every == 0 or s in checkpoints or s == n_steps)
             success, strict = retention(model, done) if done and full else ([], [])
+            # each fact's efficacy right after its own step: a fact failing at the end either never flipped or was
+            # flipped and then overwritten by later edits, and only this tells the two apart (the step's facts are
+            # the last of `done`; one short forward when retention was not measured)
+            first_new = len(done) - len(kept)
+            if done and full:
+                hits = success[first_new:], strict[first_new:]
+            else:
+                hits = retention(model, kept) if kept else ([], [])
+            own = {f.case_id: (bool(a), bool(b)) for f, a, b in zip(kept, *hits)}
             rate = (lambda hits: 100 * sum(hits) / max(len(hits), 1)) if full else (lambda hits: math.nan)
             row = {"step": s, "n_edited": len(done), "case_ids": [f.case_id for f in batch],
                    "failed": sorted(failed), "failed_reasons": [failed[c] for c in sorted(failed)],

@@ -31,7 +31,8 @@ from interp import rome
 from interp.editing.eval_measure import fact_scores, measure_probs
 from interp.editing.eval_report import mean_ci
 from interp.core.hooks import capture
-from interp.editing.rome import KEY_MATCH, KEY_RULES, edit_batch, hparams_for, update_direction
+from interp.editing.rome import KEY_MATCH, KEY_RULES, hparams_for, update_direction
+from interp.editing.vstar import edit_batch
 
 
 def templated_keys(model, e) -> torch.Tensor:

@@ -59,7 +59,8 @@ from interp.editing.memit_solve import (
     spread,
     subject_rounds,
 )
-from interp.editing.rome import context_templates, edit_batch
+from interp.editing.rome import context_templates
+from interp.editing.vstar import edit_batch
 from interp.editing.scale import aggregate_scores, record_scores
 
 OUT = Path(__file__).with_name("memit_key_rule.json")

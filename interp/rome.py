@@ -24,8 +24,9 @@ from .editing.ft import FT_DEFAULTS, FTEdit, ft_edit, ft_edits
 from .editing.memit import MemitEdit, load_memit_edit, memit_edit
 from .editing.memit_solve import MemitHparams
 from .editing.rome import (DEFAULT_LAYERS, TEMPLATE_PREFIXES, Edit, RomeHparams, context_templates, default_layer,
-                           edit, key_stats, load_edit, rank_one_update, subject_last_index)
+                           edit, edits_together, key_stats, load_edit, rank_one_update)
 from .editing.scale import ScaleResult, mass_table, plot_mass, sequential_edits
+from .editing.vstar import subject_last_index
 
 compare = compare_edit  # interp.rome.compare(model, edit, record): completions and target probabilities, before/after
 
@@ -35,7 +36,8 @@ __all__ = ["DEFAULT_LAYERS", "DEMO_PROMPTS", "DriftSet", "EDITORS", "Edit", "Edi
            "FTEdit", "FT_DEFAULTS", "Fact", "LensBeforeAfter", "RomeHparams",
            "TEMPLATE_PREFIXES", "WeightEdit", "as_fact", "check_prompt", "check_target", "compare",
            "compare_completions", "compare_edit",
-           "context_templates", "default_layer", "drift_texts", "edit", "evaluate", "fact_probs", "fact_scores",
+           "context_templates", "default_layer", "drift_texts", "edit", "edits_together", "evaluate",
+           "fact_probs", "fact_scores",
            "frozen_params", "ft_edit", "ft_edits", "generation_entropy", "key_stats", "lens_before_after", "lens_rows",
            "load_edit", "load_records", "mlp_out_apply", "mlp_out_bias", "model_edited", "ngram_entropy",
            "rank_one_update", "sample_text", "selected_logits", "subject_last_index", "target_nll", "text_nll",

@@ -85,6 +85,69 @@ def test_update_is_rank_one_and_maps_key_to_value(embedded, eiffel):
     assert float((e.key @ before.double().T - e.value).norm() / e.value.norm()) > 1e-2
 
 
+def test_the_v_star_steps_run_each_head_once_and_make_the_whole_rows_edit(embedded, embedded_stats, monkeypatch):
+    """The tokens before each row's subject position do not depend on delta: they run once (interp.core.prefix)
+    and every step runs the tails. The edit equals the one optimised on the whole rows, up to float rounding."""
+    from interp.core import prefix
+    from interp.editing import vstar
+
+    assert prefix.usable(embedded)
+    kw = dict(prompt="{} is located in the city of", subject="The Louvre", target=" Berlin", layer=LAYER,
+              stats=embedded_stats, mom2_ridge=1e-3, v_steps=6)
+    d0, widths = digest(embedded), []
+    real = prefix.tail_logits
+
+    def counted(model, split, *a, **k):
+        widths.append(split.tokens.shape[1])
+        return real(model, split, *a, **k)
+
+    monkeypatch.setattr(vstar, "tail_logits", counted)
+    fast = rome.edit(embedded, **kw)
+    fast.revert()
+    monkeypatch.setattr(prefix, "usable", lambda model: False)
+    whole = rome.edit(embedded, **kw)
+    whole.revert()
+    assert digest(embedded) == d0
+    assert len(widths) == len(fast.losses) + len(whole.losses) and widths[0] < widths[-1] / 2
+    assert fast.losses == pytest.approx(whole.losses, rel=1e-4)
+    for name in ("u", "v", "key", "value"):
+        a, b = getattr(fast, name), getattr(whole, name)
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-6 * float(b.abs().max())), (name, float((a - b).abs().max()))
+
+
+def test_rome_edits_made_together_are_each_edit_made_alone(embedded, embedded_stats):
+    """Independent ROME edits whose v* optimisations share forwards (each its own delta, Adam, clamp and stop)
+    against rome.edit one at a time: the same steps, losses, keys and update up to float rounding; nothing is
+    written. (A row seeing another edit's delta, or a stop shared by all, moves the losses far more.)"""
+    reqs = [("{} is located in the city of", "The Louvre", " Berlin"), ("{} plays the", "Michael Jordan", " guitar"),
+            ("The mother tongue of {} is", "Danielle Darrieux", " English")]
+    kw = dict(layer=LAYER, stats=embedded_stats, mom2_ridge=1e-3, v_steps=8, v_loss_stop=0.5)
+    d0 = digest(embedded)
+    together = rome.edits_together(embedded, reqs, **kw)
+    assert digest(embedded) == d0 and not any(e.applied for e in together)
+    steps = []
+    for req, e in zip(reqs, together):
+        alone = rome.edit(embedded, *req, **kw)
+        alone.revert()
+        steps.append(len(alone.losses))
+        assert len(e.losses) == len(alone.losses), req
+        assert e.losses == pytest.approx(alone.losses, rel=1e-3, abs=1e-4), req
+        assert torch.allclose(e.key, alone.key, rtol=1e-4, atol=1e-5)
+        for name in ("u", "v"):
+            a, b = getattr(e, name), getattr(alone, name)
+            assert float((a - b).norm() / b.norm()) < 2e-3, (req, name)
+        assert e.timings["batch_share_s"] > 0 and e.request == alone.request and e.norms["key_rule"]
+    assert len(set(steps)) > 1, steps  # the stops differed, so each edit stopped on its own loss
+    e = together[1].apply(embedded)
+    assert torch.equal(matrix(embedded, LAYER), e._edited)
+    e.revert()
+    assert digest(embedded) == d0
+    with pytest.raises(ValueError, match="no ROME requests"):
+        rome.edits_together(embedded, [], **kw)
+    with pytest.raises(ValueError, match="target"):
+        rome.edits_together(embedded, [reqs[0], ("{} is in", "Tower", "")], **kw)
+
+
 def test_key_is_the_template_average_from_an_independent_forward(embedded, eiffel):
     e, _ = eiffel
     keys = []
@@ -377,7 +440,7 @@ def test_subject_last_index_matches_prefix_tokenization(embedded):
 def test_subject_token_picks_the_edited_subject_token(embedded):
     """``subject_token`` counts in the subject's own tokens ("The", " E", "iffel", " Tower"), in every context
     template and in the KL prompt alike; out of range it is refused with the subject's token count."""
-    from interp.editing.rome import edit_batch
+    from interp.editing.vstar import edit_batch
 
     ids = embedded.target_tokens(" Rome")
     want = {-1: " Tower", 0: "The", 2: "iffel", -2: "iffel"}

@@ -43,15 +43,16 @@ def sampler(*, seed: int = 0, temperature: float = 0.0, top_k: int | None = None
 
 
 # ---------------------------------------------------------------------------------------------- logits
-def selected_logits(model, toks: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor, hooks=()) -> torch.Tensor:
+def selected_logits(model, toks: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor, hooks=(), *,
+                    forward_kwargs=None) -> torch.Tensor:
     """Logits [m, vocab] at (rows[i], pos[i]) of ``toks`` [b, width], running the bridge under ``hooks`` in the
     caller's grad mode. The forward stops at the final norm's output and only the selected positions are
-    unembedded (the unembedding is a fifth of a small model's FLOPs)."""
+    unembedded (the unembedding is a fifth of a small model's FLOPs). ``forward_kwargs``: see :func:`capture`."""
     name = "ln_final.hook_out"
     stop = name in model.hook_names()
     store, logits = capture(model, toks, [name] if stop else [], stop=stop, hooks=hooks,
                             grad=torch.is_grad_enabled(), description="selected logits",
-                            keep=lambda n, t: t[rows.to(t.device), pos.to(t.device)])
+                            keep=lambda n, t: t[rows.to(t.device), pos.to(t.device)], forward_kwargs=forward_kwargs)
     if not stop:
         return logits[rows.to(logits.device), pos.to(logits.device)]
     w_u, b_u = model.unembedding()  # with a device map the final norm and the unembedding may sit apart

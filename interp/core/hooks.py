@@ -133,7 +133,8 @@ def _describe(fn: HookFn) -> str:
 
 
 def capture(model, inp, names: Sequence[str], *, keep: Callable | None = None, stop: bool = False,
-            hooks: Iterable[tuple[str, HookFn]] = (), grad: bool = False, description: str = "interp capture"):
+            hooks: Iterable[tuple[str, HookFn]] = (), grad: bool = False, description: str = "interp capture",
+            forward_kwargs: Mapping | None = None):
     """One forward of ``inp`` keeping the named activations -> ``(store, logits)``.
 
     ``store[name]`` is ``keep(name, t)`` (default: ``t.detach()``, on the hook's device, model dtype) for each
@@ -141,7 +142,7 @@ def capture(model, inp, names: Sequence[str], *, keep: Callable | None = None, s
     when they share a hook point, so the capture sees their result). With ``stop=True`` the forward ends as
     soon as every named activation has been kept and ``logits`` is None; otherwise ``logits`` is the model's
     output (on its device). Everything is detached when this returns, whatever happened. RuntimeError if a name
-    never fired."""
+    never fired. ``forward_kwargs`` go to :meth:`~interp.core.model.Model.forward`."""
     wanted = list(dict.fromkeys(names))
     store: dict = {}
     keep = keep or (lambda name, t: t.detach())
@@ -159,7 +160,7 @@ def capture(model, inp, names: Sequence[str], *, keep: Callable | None = None, s
     out = {}
     with torch.set_grad_enabled(grad), model.hooks(list(hooks) + [(n, saver(n)) for n in wanted],
                                                    description=description):
-        out["logits"] = model.forward(inp)
+        out["logits"] = model.forward(inp, **(forward_kwargs or {}))
     missing = [n for n in wanted if n not in store]
     if missing:
         raise RuntimeError(f"hooks {missing[:3]} did not fire during the forward pass")

@@ -220,10 +220,11 @@ class Model:
         return ids[0]
 
     # ------------------------------------------------------------------------------------------ running
-    def forward(self, inp) -> torch.Tensor:
-        """Raw forward on the model's device: logits [batch, pos, vocab], gradients as the caller's mode allows."""
+    def forward(self, inp, **kwargs) -> torch.Tensor:
+        """Raw forward on the model's device: logits [batch, pos, vocab], gradients as the caller's mode allows.
+        ``kwargs`` go to the bridge (an attention mask, position ids, a key/value cache: :mod:`.prefix`)."""
         toks = self.to_tokens(inp).to(self.device)
-        return self.module(toks)
+        return self.module(toks, **kwargs)
 
     def run(self, inp, *, stop_at_layer: int | None = None, grad: bool = False) -> torch.Tensor:
         """Logits [batch, pos, d_vocab]; with ``stop_at_layer=L``, the residual entering layer L instead

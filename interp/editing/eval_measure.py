@@ -6,7 +6,8 @@
   that are the same tokens — a prompt followed by a one-token target — run once);
 - :func:`generation_entropies`: seeded top-5 samples of every record's generation prompts in one batch (the KV
   cache when no hook is attached, :mod:`interp.core.generation`), each record with its own generator;
-- :func:`drift_set` / :func:`text_nll`: the Wikipedia texts of the loss drift, tokenised once per evaluation;
+- :func:`drift_set` / :func:`text_nll`: the Wikipedia texts of the loss drift, tokenised once per evaluation, and
+  with :func:`drift_start` run from the edited layer on (the layers below are the unedited model's);
 - :func:`lens_rows` / :func:`lens_rows_many`: the logit lens of the rewrite prompt (of every record in one forward).
 """
 
@@ -25,6 +26,7 @@ from ..analyses.lens import logit_lens_last
 from ..core.corpus import token_batches, wiki_documents
 from ..core.generation import sample_text, sample_text_groups, selected_logits
 from ..core.inputs import pad_rows
+from ..core.resume import record_blocks, run_from
 from ..core.variants import row_matrices
 from .facts import Fact
 
@@ -214,15 +216,43 @@ def drift_set(model, texts: Sequence[str], *, max_len: int = 64, batch_size: int
                                                                               batch_size=batch_size)), max_len)
 
 
-def text_nll(model, texts, *, max_len: int = 64, batch_size: int = 8) -> float:
+@dataclass(frozen=True)
+class DriftStart:
+    """A :class:`DriftSet`'s forwards recorded up to ``layer``: per batch, how the blocks were called and the
+    residual entering ``layer`` [b, pos, d_model] (:mod:`interp.core.resume`). A model that differs from the
+    recorded one only in layers >= ``layer`` (an edit's down projections) is measured from there on."""
+    layer: int
+    runs: tuple
+
+
+def drift_start(model, texts: DriftSet, layer: int) -> DriftStart:
+    """Record ``texts``' forwards up to ``layer`` on the model as it is now (see :class:`DriftStart`)."""
+    name = f"blocks.{model.check_layer(layer)}.hook_resid_pre"
+    runs = []
+    for toks, _ in texts.batches:
+        store, calls = record_blocks(model, toks, [name], description="drift start")
+        runs.append((calls, store[name]))
+    return DriftStart(layer, tuple(runs))
+
+
+def text_nll(model, texts, *, max_len: int = 64, batch_size: int = 8, start: DriftStart | None = None) -> float:
     """Mean next-token NLL (nats) over every token of ``texts`` (a list of texts, each BOS + at most ``max_len``
-    tokens, or a :class:`DriftSet` tokenised before)."""
+    tokens, or a :class:`DriftSet` tokenised before). ``start``: the DriftSet's forwards recorded up to a layer
+    (:func:`drift_start`), when the model differs from the recorded one only from that layer on: each forward then
+    runs the blocks from there (the edit evaluation's drift, the same numbers up to float rounding)."""
     batches = texts.batches if isinstance(texts, DriftSet) else drift_set(model, texts, max_len=max_len,
                                                                           batch_size=batch_size).batches
+    if start is not None and len(start.runs) != len(batches):
+        raise ValueError(f"start was recorded on {len(start.runs)} batches; these texts have {len(batches)}")
     total, count = 0.0, 0
-    for toks, mask in batches:
+    for i, (toks, mask) in enumerate(batches):
         with torch.no_grad():
-            logits = model.forward(toks)[:, :-1].float().cpu()
+            if start is None:
+                logits = model.forward(toks)[:, :-1].float().cpu()
+            else:
+                calls, resid = start.runs[i]
+                final = run_from(model, calls, start.layer, resid, description="drift from a layer")
+                logits = model.unembed(model.final_norm(final))[:, :-1].float()
         # log-sum-exp then the target's logit: the float64 log-softmax of every vocabulary entry is 5x the work
         lse = torch.logsumexp(logits, -1).to(torch.float64)
         nll = lse - logits.gather(2, toks[:, 1:, None])[..., 0].to(torch.float64)

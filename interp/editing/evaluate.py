@@ -39,10 +39,10 @@ baseline, are measured together, each prompt, sample and lens row under its own 
 The numbers are those of measuring each batch with its edits applied, up to float rounding (the rows share
 other layers' products); measured one by one, an edited model's sampling cost as much as the edit. A callable
 editor (which may write any weight) or a model split over devices is measured with its edits applied instead.
-With one record a batch, FT-L's edits of a chunk are optimised together (:func:`interp.editing.ft.ft_edits`:
-each its own update, Adam and stop; a one-row step reads every weight for little arithmetic: 1.7 s an edit so,
-3.7 s one by one on this CPU), then applied one at a time; ROME's are made one by one (its six-row steps
-already use the CPU fully).
+With one record a batch, the edits of a chunk are optimised together, each as it would be alone (FT-L:
+:func:`interp.editing.ft.ft_edits`, ROME: :func:`interp.editing.rome.edits_together`; each its own update,
+Adam and stop: a step of one edit's few short rows reads every weight for little arithmetic), then applied
+one at a time.
 """
 
 from __future__ import annotations
@@ -59,14 +59,15 @@ import torch
 from ..core.generation import sample_text
 from ..core.progress import bar
 from ..core.variants import written_matrices
-from .eval_measure import (drift_set, drift_texts, fact_probs, fact_scores, generation_entropies, generation_entropy,
-                           lens_rows, measure, measure_probs, ngram_entropy, score_prompts, target_nll, text_nll)
+from .eval_measure import (DriftStart, drift_set, drift_start, drift_texts, fact_probs, fact_scores,
+                           generation_entropies, generation_entropy, lens_rows, measure, measure_probs, ngram_entropy,
+                           score_prompts, target_nll, text_nll)
 from .eval_report import SCORES, EvalResult, LensBeforeAfter, diagnose
 from .facts import Fact, as_fact
 from .ft import ft_edit, ft_edits, ft_hparams
 from .memit import default_layers, memit_edit
 from .memit_solve import MemitHparams, subject_rounds
-from .rome import default_layer, edit, hparams_for, key_stats
+from .rome import default_layer, edit, edits_together, hparams_for, key_stats
 
 __all__ = ["DEMO_PROMPTS", "EDITORS", "EvalResult", "LensBeforeAfter", "SCORES", "compare_completions", "diagnose",
            "drift_set", "drift_texts", "evaluate", "fact_probs", "fact_scores", "ft_edit", "generation_entropies",
@@ -108,7 +109,9 @@ def make_editor(model, editor, layer: int, seed: int = 0, stats=None, hparams: d
             stats = key_stats(model, layer, full.mom2_n_tokens, progress=False)
         return Editor("rome", [layer], full.to_dict(),
                       one=lambda fact: edit(model, fact.prompt, fact.subject, fact.target_new, layer, seed=seed,
-                                            stats=stats, **hp))
+                                            stats=stats, **hp),
+                      together=lambda facts: edits_together(model, [(f.prompt, f.subject, f.target_new) for f in facts],
+                                                            layer, seed=seed, stats=stats, **hp))
     if editor == "ft":
         return Editor("ft", [layer], ft_hparams(hp),
                       one=lambda fact: ft_edit(model, fact.prompt, fact.subject, fact.target_new, layer, seed=seed,
@@ -240,6 +243,7 @@ def evaluate(model, records, editor="rome", *, layer: int | None = None, seed: i
     # Kept and measured together (see _measure_kept) unless an editor writes unknown weights (a callable) or the
     # model is split over devices; then each batch is measured while its edits are applied.
     kept = len(model.devices) == 1 and all(ed.layers for ed in runs)
+    start = None  # the drift texts' forwards up to the lowest written layer, recorded once (kept only)
     for c0 in range(0, len(facts), chunk):
         group = facts[c0:c0 + chunk]
         seeds = [seed + first_index + c0 + j for j in range(len(group))]
@@ -255,7 +259,9 @@ def evaluate(model, records, editor="rome", *, layer: int | None = None, seed: i
                                             texts, loss_pre, opts, keep=kept, ready=now, offset=b0)))
                 progress_bar.update(len(group[part]))
         if kept:
-            _measure_kept(model, group, seeds, [b for _, b in made], texts, loss_pre, opts)
+            if texts is not None and start is None:  # the layers below every written one are the unedited model's
+                start = drift_start(model, texts, min(l for ed in runs for l in ed.layers))
+            _measure_kept(model, group, seeds, [b for _, b in made], texts, loss_pre, opts, start)
         for r, b in made:
             rows[r] += b.rows
             curves[r].update(b.curves)
@@ -345,12 +351,13 @@ def _edit_batch(model, ed: Editor, batch, pre, seeds, texts, loss_pre, opts, *, 
     return out
 
 
-def _measure_kept(model, group, seeds, batches: Sequence[EditedBatch], texts, loss_pre, opts) -> None:
+def _measure_kept(model, group, seeds, batches: Sequence[EditedBatch], texts, loss_pre, opts,
+                  start: DriftStart | None = None) -> None:
     """Measure a chunk's records unedited and every kept batch after its edits, all in one go: probabilities,
     generation samples and lens rows of every record batched, each row under its own batch's matrices (the
     unedited ones under the model's own; an edited model's decode step reads all weights for 3 rows as for 100:
     measured one by one, sampling cost as much as the edit); the drift with each batch's matrices written in
-    turn (the same computation as with its edits applied)."""
+    turn (the same computation as with its edits applied; with ``start``, from the lowest written layer on)."""
     todo = [b for b in batches if b.ok]
     unedited: dict = {}
     facts = list(group) + [b.facts[j] for b in todo for j in b.ok]
@@ -364,7 +371,7 @@ def _measure_kept(model, group, seeds, batches: Sequence[EditedBatch], texts, lo
         loss_post = float("nan")
         if texts is not None:
             with written_matrices(model, b.matrices):
-                loss_post = text_nll(model, texts)
+                loss_post = text_nll(model, texts, start=start)
         b.fill(afters[k:k + len(b.ok)], loss_post, loss_pre, opts["lens"])
         k += len(b.ok)
 

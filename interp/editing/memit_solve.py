@@ -2,7 +2,7 @@
 their spread over a range of MLP layers. :mod:`interp.editing.memit` builds the edit object on top of these.
 
 1. Targets. For each fact, ``delta_i`` [d_model] is optimised with ROME's v* loop
-   (:func:`interp.editing.rome.optimize_delta`) but added to the residual stream after the *last* layer ``L`` of
+   (:func:`interp.editing.vstar.optimize_delta`) but added to the residual stream after the *last* layer ``L`` of
    the range (``blocks.{L}.hook_resid_post``) at the subject's last token of every templated prompt, clamped to
    ``clamp_norm_factor`` times the norm of that residual. ``z_i = h_i + delta_i`` with ``h_i`` the residual
    averaged over the templates (delta is added at every template row, so the mean edited residual is exactly
@@ -44,7 +44,10 @@ from ..core.hooks import capture
 from ..core.inputs import pad_rows
 from .base import check_dense_mlps, kept_matrices, notify
 from .facts import Fact, as_fact, check_prompt, check_target
-from .rome import RomeHparams, edit_batch, optimize_delta
+from .rome import RomeHparams
+from .vstar import edit_batch, optimize_delta, optimize_deltas
+
+TARGET_CHUNK = 16  # facts whose v* optimisations share forwards (6 rows each; the chunk bounds the memory)
 
 
 @dataclass(frozen=True)
@@ -204,17 +207,14 @@ def optimize_targets(model, requests: list[dict], layer: int, hp: MemitHparams, 
     """Stage 1 for every request: ``z_i`` at ``blocks.{layer}.hook_resid_post`` (see the module docstring)."""
     hook = f"blocks.{layer}.hook_resid_post"
     zs, inits, batches, info, losses = [], [], [], [], []
-    for j, req in enumerate(requests):
-        notify(progress, stage="target", fact=j, of=len(requests), subject=req["subject"])
-        target_ids = model.target_tokens(req["target_new"])
-        b = edit_batch(model, req["prompt"], req["subject"], target_ids, templates, hp.kl_prompt, hp.subject_token)
-        try:
-            # a fact the model already answers (e.g. made true by an earlier round's edit of the same subject)
-            # keeps its residual: z = h, delta 0
-            opt = optimize_delta(model, layer, b, hp, req["target_new"], None, value_hook=hook, answered="keep")
-        except ValueError as e:
-            raise ValueError(f"record {req['index']} (case_id {req['case_id']!r}, {req['subject']!r} -> "
-                             f"{req['target_new']!r}): {e}") from None
+    made = [edit_batch(model, r["prompt"], r["subject"], model.target_tokens(r["target_new"]), templates,
+                       hp.kl_prompt, hp.subject_token) for r in requests]
+    opts = []
+    for c in range(0, len(requests), TARGET_CHUNK):
+        for j in range(c, min(c + TARGET_CHUNK, len(requests))):
+            notify(progress, stage="target", fact=j, of=len(requests), subject=requests[j]["subject"])
+        opts += _optimized(model, layer, requests[c: c + TARGET_CHUNK], made[c: c + TARGET_CHUNK], hp, hook)
+    for req, b, opt in zip(requests, made, opts):
         init = opt["out_init"].to(torch.float64)
         delta = opt["delta"].to(torch.float64)
         zs.append(init + delta)
@@ -229,6 +229,26 @@ def optimize_targets(model, requests: list[dict], layer: int, hp: MemitHparams, 
                      "clamp_bound": bool(dn >= opt["max_norm"] * (1 - 1e-4)), "answered": opt["answered"]})
     return Targets(layer, requests, torch.stack(zs), torch.stack(inits), batches, info, losses, list(templates),
                    seed)
+
+
+def _optimized(model, layer: int, requests: list[dict], made: list, hp: MemitHparams, hook: str) -> list[dict]:
+    """The v* optimisations of some facts, sharing forwards (each as alone, :func:`~.vstar.optimize_deltas`); when
+    one fails, they run one by one so that the error names its record. A fact the model already answers (e.g.
+    made true by an earlier round's edit of the same subject) keeps its residual: z = h, delta 0."""
+    try:
+        return optimize_deltas(model, layer, made, hp, [r["target_new"] for r in requests], None, value_hook=hook,
+                               answered="keep")
+    except (ValueError, FloatingPointError):
+        pass
+    out = []
+    for req, b in zip(requests, made):
+        try:
+            out.append(optimize_delta(model, layer, b, hp, req["target_new"], None, value_hook=hook,
+                                      answered="keep"))
+        except ValueError as e:
+            raise ValueError(f"record {req['index']} (case_id {req['case_id']!r}, {req['subject']!r} -> "
+                             f"{req['target_new']!r}): {e}") from None
+    return out
 
 
 # ============================================================================================ stage 2: spread

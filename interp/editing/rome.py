@@ -53,14 +53,13 @@ import torch
 
 from ..analyses.stats import mlp_key_second_moment
 from ..analyses.trace_facts import trace_facts
-from ..core import arch
 from ..core.caches import model_cache
-from ..core.generation import sample_text, selected_logits
-from ..core.inputs import pad_rows
+from ..core.generation import sample_text
 from ..core.results import new_figure, save_fig
-from .base import (WeightEdit, check_dense_mlps, frozen_params, loss_rise, mlp_out_bias, notify, read_edit_files,
+from .base import (WeightEdit, check_dense_mlps, loss_rise, mlp_out_bias, notify, read_edit_files,
                    write_edit_files, write_matrix)
 from .facts import check_prompt, check_target, load_records
+from .vstar import EditBatch, edit_batch, optimize_delta, optimize_deltas
 
 # The edit layer for the embedded SmolLM2-135M-Instruct and for Gemma 3 270M (keyed by fingerprint). Chosen on
 # the dev split only; see data/rome_layer.json / rome_layer_gemma.json for the trace and sweep numbers and the
@@ -265,29 +264,70 @@ def edit(model, prompt: str = "{} is located in the city of", subject: str = "Th
     """
     t_start = time.perf_counter()
     hp = hparams_for(model, **hparams)
-    check_prompt(prompt, subject)
-    check_target(target)
+    layer, stats, templates, timings = _prepare(model, [(prompt, subject, target)], layer, seed, stats, hp, progress)
+    fingerprint = model.fingerprint  # before any weight changes (it is computed lazily on some models)
+    t0 = time.perf_counter()
+    batch = edit_batch(model, prompt, subject, model.target_tokens(target), templates, hp.kl_prompt,
+                       hp.subject_token)
+    opt = optimize_delta(model, layer, batch, hp, target, progress)
+    timings["optimize_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    result, new = _made(model, layer, stats, hp, (prompt, subject, target), batch, opt, templates, seed, fingerprint,
+                        timings)
+    write_matrix(result, model, layer, new, progress)
+    timings["update_s"] = time.perf_counter() - t0
+    timings["total_s"] = time.perf_counter() - t_start
+    return result
+
+
+def edits_together(model, requests, layer: int | None = None, *, seed: int = 0, stats=None, progress=None,
+                   **hparams) -> list[Edit]:
+    """ROME edits of several facts, each made as :func:`edit` makes it alone on the model as it is now, none
+    applied (``.apply(model)``; each with ``timings["batch_share_s"]``, its share of the time). ``requests``:
+    (prompt, subject, target) triples. Their v* optimisations share forwards (:func:`~.vstar.optimize_deltas`:
+    each its own delta, Adam and stop), which the edit evaluation uses for the independent edits of a chunk."""
+    t_start = time.perf_counter()
+    hp = hparams_for(model, **hparams)
+    layer, stats, templates, timings = _prepare(model, requests, layer, seed, stats, hp, progress)
+    fingerprint = model.fingerprint
+    batches = [edit_batch(model, p, s, model.target_tokens(t), templates, hp.kl_prompt, hp.subject_token)
+               for p, s, t in requests]
+    opts = optimize_deltas(model, layer, batches, hp, [t for _, _, t in requests], progress)
+    out = []
+    for req, batch, opt in zip(requests, batches, opts):
+        made, _ = _made(model, layer, stats, hp, req, batch, opt, templates, seed, fingerprint, dict(timings))
+        out.append(made)
+    share = (time.perf_counter() - t_start) / len(requests)
+    for made in out:
+        made.timings.update(batch_share_s=share, total_s=share)
+    return out
+
+
+def _prepare(model, requests, layer, seed: int, stats, hp: RomeHparams, progress):
+    """Checks, the layer, the key statistics and the context templates -> ``(layer, stats, templates, timings)``."""
+    if not requests:
+        raise ValueError("no ROME requests; give (prompt, subject, target) triples")
+    for prompt, subject, target in requests:
+        check_prompt(prompt, subject)
+        check_target(target)
     check_dense_mlps(model, "ROME", "no single rank-one update of one matrix stores it")
     layer = default_layer(model) if layer is None else model.check_layer(layer)
-    target_ids = model.target_tokens(target)
-    fingerprint = model.fingerprint  # before any weight changes (it is computed lazily on some models)
     timings = {}
-
     t0 = time.perf_counter()
     templates = context_templates(model, seed=seed, spec=hp.templates)
     timings["templates_s"] = time.perf_counter() - t0
     notify(progress, stage="templates", templates=templates)
-
     t0 = time.perf_counter()
     stats = _resolve_stats(model, layer, stats, hp, progress)
     timings["stats_s"] = time.perf_counter() - t0
+    return layer, stats, templates, timings
 
-    t0 = time.perf_counter()
-    batch = edit_batch(model, prompt, subject, target_ids, templates, hp.kl_prompt, hp.subject_token)
-    opt = optimize_delta(model, layer, batch, hp, target, progress)
-    timings["optimize_s"] = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
+def _made(model, layer: int, stats, hp: RomeHparams, request, batch: EditBatch, opt: dict, templates, seed: int,
+          fingerprint: str, timings: dict) -> tuple[Edit, torch.Tensor]:
+    """The edit an optimised v* makes (k*, v, u and the norms; the loss guard when it is on) and its new matrix,
+    not written."""
+    prompt, subject, target = request
     keys = opt["keys"][: batch.n_rewrite].to(torch.float64)                      # [n_rewrite, d_mlp]
     key = keys.mean(0)                                                            # k* [d_mlp]
     v, denom, rule = update_direction(stats, keys, hp)
@@ -313,10 +353,7 @@ def edit(model, prompt: str = "{} is located in the city of", subject: str = "Th
                   layer=layer, u=u, v=v, key=key, value=value, hparams=hp.to_dict(), seed=seed,
                   templates=list(templates), fingerprint=fingerprint, norms=norms, timings=timings,
                   losses=opt["losses"])
-    write_matrix(result, model, layer, new, progress)
-    timings["update_s"] = time.perf_counter() - t0
-    timings["total_s"] = time.perf_counter() - t_start
-    return result
+    return result, new
 
 
 # ============================================================================================ default layer
@@ -359,152 +396,7 @@ def _clean_template(text: str) -> str:
     return text + ". {}"
 
 
-# ============================================================================================ v* optimisation
-@dataclass
-class EditBatch:
-    tokens: torch.Tensor        # [n, width], right-padded; rows 0..n_rewrite-1 rewrite prompts, last row KL prompt
-    subject_pos: torch.Tensor   # [n] subject's last token
-    n_rewrite: int
-    target_pos: torch.Tensor    # [n_rewrite, T] positions predicting the target tokens
-    kl_pos: int                 # last position of the KL prompt
-    target_ids: torch.Tensor    # [T]
-
-
-def subject_last_index(model, text: str, subject_end: int) -> int:
-    """Index (BOS included) of the token holding the character before ``subject_end`` in ``text``."""
-    tok = model.tokenizer
-    ids = model.encode(text, prepend_bos=False)
-    if getattr(tok, "is_fast", False):
-        enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
-        if list(enc["input_ids"]) == ids:
-            starts = [a for a, _ in enc["offset_mapping"]]
-            last = max(i for i, a in enumerate(starts) if a < subject_end)
-            return last + 1
-    # slow tokenizers: count the tokens of the text up to the subject's end
-    return len(model.encode(text[:subject_end], prepend_bos=False))
-
-
-def _fill(template: str, subject: str) -> tuple[str, int]:
-    """Text with the subject filled in, and the character index where the subject ends."""
-    start = template.index("{}")
-    return template[:start] + subject + template[start + 2:], start + len(subject)
-
-
-def subject_token_index(model, text: str, subject_end: int, n_chars: int, which: int = -1) -> int:
-    """Index (BOS included) of the subject's token ``which`` (-1: its last, 0: its first) in ``text``, where the
-    subject is the ``n_chars`` characters ending at ``subject_end``."""
-    last = subject_last_index(model, text, subject_end)
-    first = subject_last_index(model, text, subject_end - n_chars + 1)
-    n = last - first + 1
-    if not -n <= which < n:
-        raise ValueError(f"subject_token={which}; allowed: -{n}..{n - 1} ({text[subject_end - n_chars:subject_end]!r} "
-                         f"is {n} token(s) in {text!r})")
-    return first + which % n
-
-
-def edit_batch(model, prompt, subject, target_ids, templates, kl_prompt, subject_token: int = -1) -> EditBatch:
-    """The v* optimisation's rows: the prompt in every context template followed by the target (all but its last
-    token), then the KL prompt; with the edited subject token's index in each row (``subject_token``, counted in
-    the subject: -1 its last token)."""
-    rows, subj, tpos = [], [], []
-    T = len(target_ids)
-    for tpl in templates:
-        text, end = _fill(tpl.replace("{}", prompt), subject)
-        ids = model.encode(text, prepend_bos=True)
-        subj.append(subject_token_index(model, text, end, len(subject), subject_token))
-        tpos.append(list(range(len(ids) - 1, len(ids) - 1 + T)))
-        rows.append(ids + target_ids[:-1])
-    text, end = _fill(kl_prompt, subject)
-    ids = model.encode(text, prepend_bos=True)
-    subj.append(subject_token_index(model, text, end, len(subject), subject_token))
-    rows.append(ids)
-    toks, _ = pad_rows(model, rows)
-    return EditBatch(toks, torch.tensor(subj), len(templates), torch.tensor(tpos), len(ids) - 1,
-                  torch.tensor(target_ids))
-
-
-def optimize_delta(model, layer: int, b: EditBatch, hp, target: str, progress, *, value_hook: str | None = None,
-                   answered: str = "raise") -> dict:
-    """Adam on ``delta`` [d_model] added to the down projection's output (``arch.mlp_value_hook``: where
-    ``M k (+ b)`` is read, before any post-norm) at each row's subject position. ``value_hook`` names another
-    hook point to optimise at instead (MEMIT: the residual after the last edited layer); the clamp is then
-    relative to that hook's value. ``hp``: anything with ROME's v_* / clamp / kl fields. Returns delta, the
-    keys at ``layer``, the per-step NLL, the clamp, the mean initial value at the hook (``out_init``) and its
-    norm, the target's probability before and the model's greedy answer. A target that already is the greedy
-    answer of the bare prompt raises (``answered="raise"``) or leaves delta 0 (``"keep"``, ``answered`` True)."""
-    dev, dtype = model.device_of(layer), model.dtype  # delta lives where its hook runs
-    n, width = b.tokens.shape
-    rows_all = torch.arange(n)
-    mask = torch.zeros(n, width, 1, dtype=dtype)
-    mask[rows_all, b.subject_pos] = 1.0
-    mask = mask.to(dev)
-    n_rw, T = b.target_pos.shape
-    sel_rows = torch.cat([torch.arange(n_rw).repeat_interleave(T), torch.tensor([n - 1])])
-    sel_pos = torch.cat([b.target_pos.reshape(-1), torch.tensor([b.kl_pos])])
-    tgt = b.target_ids.repeat(n_rw)
-
-    delta = torch.zeros(model.d_model, device=dev, dtype=dtype, requires_grad=True)
-    opt = torch.optim.Adam([delta], lr=hp.v_lr)
-    seen: dict[str, torch.Tensor] = {}
-
-    def add_delta(t, hook):
-        if "out" not in seen:
-            seen["out"] = t.detach()[rows_all.to(t.device), b.subject_pos.to(t.device)].float().cpu()
-        return t + (mask * delta).to(t.device, t.dtype)
-
-    def read_key(t, hook):
-        seen["keys"] = t.detach()[rows_all.to(t.device), b.subject_pos.to(t.device)].float().cpu()
-
-    out_name, key_name = value_hook or arch.mlp_value_hook(model, layer), f"blocks.{layer}.mlp.hook_post"
-    losses, kl_init, max_norm, out_norm, p_before, answer, out_init = [], None, None, None, None, None, None
-    already = False
-    with frozen_params(model), torch.enable_grad():
-        for step in range(hp.v_steps):
-            hooks = [(out_name, add_delta)] + ([(key_name, read_key)] if step == 0 else [])
-            logp = torch.log_softmax(selected_logits(model, b.tokens, sel_rows, sel_pos, hooks).float(), -1)
-            tok_nll = -logp[:-1].gather(1, tgt[:, None].to(logp.device))[:, 0].reshape(n_rw, T)
-            nll = tok_nll.mean(1).mean(0)
-            kl_logp = logp[-1]
-            if step == 0:
-                # row 0 is the bare prompt: is the target already what the model says (greedy)?
-                greedy = logp[:T].argmax(-1).cpu()
-                answer = model.tokenizer.decode(greedy.tolist())
-                already = torch.equal(greedy, b.target_ids)
-                if already and answered == "raise":
-                    raise ValueError(f"target {target!r} is already the model's answer to the prompt; "
-                                     "choose a different target")
-                p_before = float(torch.exp(-tok_nll[0].detach().mean()))
-                kl_init = kl_logp.detach()
-                out_init = seen["out"][:n_rw].mean(0)
-                out_norm = float(out_init.norm())
-                max_norm = hp.clamp_norm_factor * out_norm
-                if already:  # answered="keep" (MEMIT, a later round): nothing to write, delta stays 0
-                    losses.append(float(nll.detach()))
-                    break
-            kl = torch.sum(kl_logp.exp() * (kl_logp - kl_init))
-            decay = hp.v_weight_decay * delta.norm() / out_norm ** 2
-            loss = nll + hp.kl_factor * kl + decay
-            losses.append(float(nll.detach()))
-            notify(progress, stage="optimize", step=step, nll=losses[-1], kl=float(kl.detach()),
-                  loss=float(loss.detach()), delta_norm=float(delta.detach().norm()))
-            if losses[-1] < hp.v_loss_stop:
-                break
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            with torch.no_grad():
-                norm = delta.norm()
-                if norm > max_norm:
-                    delta.mul_(max_norm / norm)
-    if not torch.isfinite(delta).all():
-        raise FloatingPointError("the v* optimisation diverged (non-finite delta); lower v_lr")
-    if len(losses) > 1 and not bool(delta.detach().abs().max() > 0):  # (an answered target stops at step 0)
-        raise ValueError(f"the target does not depend on layer {layer}'s MLP output at the subject's last token "
-                         "(zero gradient; e.g. the last layer, where no attention follows); choose an earlier layer")
-    return {"delta": delta.detach().cpu(), "keys": seen["keys"], "losses": losses, "max_norm": max_norm,
-            "out_norm": out_norm, "p_before": p_before, "answer": answer, "out_init": out_init, "answered": already}
-
-
+# ============================================================================================ key statistics
 def key_stats(model, layer: int, n_tokens: int = 100_000, **kwargs):
     """``interp.stats.mlp_key_second_moment`` for (model, layer, n_tokens), kept in the model's cache after the
     first use."""

@@ -47,7 +47,7 @@ from .facts import Fact, as_fact, check_prompt, check_target
 from .rome import RomeHparams
 from .vstar import edit_batch, optimize_delta, optimize_deltas
 
-TARGET_CHUNK = 16  # facts whose v* optimisations share forwards (6 rows each; the chunk bounds the memory)
+TARGET_CHUNK = 16  # facts whose v* optimisations share forwards (7 rows each with the default templates; bounds memory)
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,19 @@
   ``floor_*_seconds``. On this CPU the record-at-a-time floor is above the edit (a decode step of 3 rows costs
   nearly what one of 50 does; the drift forward is compute-bound); the evaluation batches its records' before
   and after measurements and so runs below it: ``eval_overhead_ratio`` < ``measurement_floor_ratio``.
+- ``flop_overhead_ratio``: the same ratio counted in arithmetic instead of seconds (``torch.utils.flop_counter``:
+  every matrix product, forward and backward) over the first ``--flop-records`` test records (default:
+  ``--records``, so that the unedited drift is shared alike): (the evaluation's FLOPs - the FLOPs of the same
+  records' edits, made together as the evaluation makes them) / the edits' FLOPs. Printed with its parts
+  ``edit_gflop`` and ``measurement_gflop`` (per record) and each part's rate in the timed run, ``edit_gflops``
+  and ``measurement_gflops`` (GFLOP per second). The seconds ratio falls below this one only as far as the
+  measurements run at a higher rate than the edit.
 - ``memit_seconds_per_fact``: wall seconds of one ``memit_edit`` of the first ``--n`` test records with distinct
   subjects (default 100) divided by ``--n``, with cached statistics (an untimed warm-up edit of 2 records loads
   them); skipped with a message when ``interp.editing.memit`` is absent.
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_edit_eval.py [--records 16] [--n 100] [--threads 1] [--skip-memit]
+    OMP_NUM_THREADS=1 python benchmarks/bench_edit_eval.py [--records 16] [--flop-records N] [--n 100] [--threads 1]
+        [--skip-memit] [--skip-overhead]
 """
 
 from __future__ import annotations
@@ -78,6 +86,22 @@ def measurement_floor(model, records, edit_s: float) -> dict:
             "measurement_floor_ratio": floor / edit_s}
 
 
+def flop_counts(model, records, layer: int, stats) -> dict:
+    """GFLOP per record of the evaluation and of its edits alone (see ``flop_overhead_ratio``)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    def gflop(fn) -> float:
+        counter = FlopCounterMode(display=False)
+        with counter:
+            fn()
+        return counter.get_total_flops() / 1e9 / len(records)
+
+    edit = gflop(lambda: rome.edits_together(model, [(r.prompt, r.subject, r.target_new) for r in records], layer,
+                                             stats=stats))
+    whole = gflop(lambda: rome.evaluate(model, records, "rome", layer=layer, stats=stats, progress=False))
+    return {"edit_gflop": edit, "measurement_gflop": whole - edit, "flop_overhead_ratio": (whole - edit) / edit}
+
+
 def memit_seconds(model, records, n: int) -> float | None:
     if importlib.util.find_spec("interp.editing.memit") is None:
         return None
@@ -103,6 +127,8 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=16, help="test records in the overhead run")
     ap.add_argument("--n", type=int, default=100, help="records in the timed MEMIT batch")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--flop-records", type=int, default=None, help="test records whose arithmetic is counted "
+                    "(default: --records)")
     ap.add_argument("--skip-memit", action="store_true")
     ap.add_argument("--skip-overhead", action="store_true")
     args = ap.parse_args()
@@ -121,6 +147,12 @@ def main() -> None:
         print(f"eval_overhead_ratio: {out['eval_overhead_ratio']:.3f}", flush=True)
         print(f"single_edit_seconds: {single_edit(model, test[:4], layer, stats):.2f}", flush=True)
         for k, v in measurement_floor(model, test[: args.records], out["edit_seconds"]).items():
+            print(f"{k}: {v:.3f}", flush=True)
+        flops = flop_counts(model, test[: args.flop_records or args.records], layer, stats)
+        flops["edit_gflops"] = flops["edit_gflop"] / out["edit_seconds"]
+        flops["measurement_gflops"] = flops["measurement_gflop"] / (out["eval_seconds_per_record"]
+                                                                     - out["edit_seconds"])
+        for k, v in flops.items():
             print(f"{k}: {v:.3f}", flush=True)
     if not args.skip_memit:
         per_fact = memit_seconds(model, test, args.n)

@@ -245,9 +245,9 @@ def _optimized(model, layer: int, requests: list[dict], made: list, hp: MemitHpa
         try:
             out.append(optimize_delta(model, layer, b, hp, req["target_new"], None, value_hook=hook,
                                       answered="keep"))
-        except ValueError as e:
-            raise ValueError(f"record {req['index']} (case_id {req['case_id']!r}, {req['subject']!r} -> "
-                             f"{req['target_new']!r}): {e}") from None
+        except (ValueError, FloatingPointError) as e:
+            raise type(e)(f"record {req['index']} (case_id {req['case_id']!r}, {req['subject']!r} -> "
+                          f"{req['target_new']!r}): {e}") from None
     return out
 
 

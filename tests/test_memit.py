@@ -270,7 +270,7 @@ def test_bad_input(tiny3):
         memit_edit(m, [{"prompt": "Tower is", "subject": "Tower", "target_new": " x"}], layers=[0, 1], stats=stats)
     # a v* optimisation that diverges in a batch is run again fact by fact, so that its error names the record
     with pytest.raises(FloatingPointError, match=r"record 0 \(case_id 0, 'Tower' -> ' Rome'\): .*diverged"):
-        memit_edit(m, REQUESTS, layers=[0, 1], stats=stats, v_lr=float("inf"), **FAST)
+        memit_edit(m, REQUESTS, layers=[0, 1], stats=stats, v_lr=1e30, **FAST)
     assert same(m, before)
     # the same subject twice with the same target is one fact asked twice: allowed
     assert len(as_requests([REQUESTS[0], dict(REQUESTS[0])])) == 2

@@ -401,6 +401,7 @@ def test_model_edited_reverts_after_an_exception(tiny, tmp_path):
     (dict(layer=2), "out of range"),
     (dict(layer=-3), "out of range"),
     (dict(v_lr=0), "v_lr"),
+    (dict(v_lr=float("inf")), r"v_lr=inf; allowed: a finite number > 0"),
     (dict(not_a_param=1), "unknown ROME hyperparameter"),
     (dict(key_rule="all"), "key_rule"),
     (dict(max_loss_rise=-1), r"max_loss_rise=-1; allowed: >= 0"),
@@ -410,6 +411,16 @@ def test_bad_input_is_refused_and_changes_nothing(tiny, kwargs, match):
     d0 = digest(model)
     with pytest.raises(ValueError, match=match):
         rome.edit(model, **{**TINY, **kwargs}, stats=stats)
+    assert digest(model) == d0
+
+
+def test_a_diverging_v_star_is_refused_and_changes_nothing(tiny):
+    """A learning rate that overflows the delta's norm: the clamp would zero the delta (and the edit then blame a
+    zero gradient); it is named as divergence instead."""
+    model, stats = tiny
+    d0 = digest(model)
+    with pytest.raises(FloatingPointError, match=r"diverged \(the delta's norm overflowed\); lower v_lr"):
+        rome.edit(model, **TINY, stats=stats, v_lr=1e30)
     assert digest(model) == d0
 
 

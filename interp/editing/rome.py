@@ -137,8 +137,9 @@ class RomeHparams:
             if int(getattr(hp, name)) < 1:
                 raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: >= 1")
         for name in cls.POSITIVE:
-            if not getattr(hp, name) > 0:
-                raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: > 0")
+            value = getattr(hp, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name}={value!r}; allowed: a finite number > 0")
         for name in ("v_weight_decay", "kl_factor", "mom2_ridge", "v_loss_stop", "max_loss_rise"):
             if not getattr(hp, name) >= 0:
                 raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: >= 0")

@@ -150,6 +150,9 @@ def optimize_deltas(model, layer: int, batches: Sequence[EditBatch], hp, targets
                 s.opt.step()
                 with torch.no_grad():
                     norm = s.delta.norm()
+                    if not torch.isfinite(norm):  # clamped, an overflowed norm would zero the delta silently
+                        raise FloatingPointError("the v* optimisation diverged (the delta's norm overflowed); "
+                                                 "lower v_lr")
                     if norm > s.max_norm:
                         s.delta.mul_(s.max_norm / norm)
     out = []

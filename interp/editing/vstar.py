@@ -150,15 +150,13 @@ def optimize_deltas(model, layer: int, batches: Sequence[EditBatch], hp, targets
                 s.opt.step()
                 with torch.no_grad():
                     norm = s.delta.norm()
-                    if not torch.isfinite(norm):  # clamped, an overflowed norm would zero the delta silently
-                        raise FloatingPointError("the v* optimisation diverged (the delta's norm overflowed); "
-                                                 "lower v_lr")
+                    if not torch.isfinite(norm):  # checked before the clamp, which would zero an overflowed delta
+                        why = "is NaN" if torch.isnan(norm) else "overflowed"
+                        raise FloatingPointError(f"the v* optimisation diverged (the delta's norm {why}); lower v_lr")
                     if norm > s.max_norm:
                         s.delta.mul_(s.max_norm / norm)
     out = []
-    for s in states:
-        if not torch.isfinite(s.delta).all():
-            raise FloatingPointError("the v* optimisation diverged (non-finite delta); lower v_lr")
+    for s in states:  # (every delta was checked finite after each of its steps)
         if len(s.losses) > 1 and not bool(s.delta.detach().abs().max() > 0):  # (an answered target stops at step 0)
             raise ValueError(f"the target does not depend on layer {layer}'s MLP output at the subject's last "
                              "token (zero gradient; e.g. the last layer, where no attention follows); choose an "

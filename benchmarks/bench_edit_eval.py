@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import interp  # noqa: E402
 from interp import rome  # noqa: E402
+from interp.editing.keys import key_stats  # noqa: E402
 
 
 def overhead(model, records, layer: int, stats) -> dict:
@@ -67,13 +68,14 @@ def single_edit(model, records, layer: int, stats) -> float:
 
 
 def measurement_floor(model, records, edit_s: float) -> dict:
-    from interp.editing import eval_measure as em
+    from interp.editing import drift
+    from interp.editing.eval import measure as em
 
-    texts = em.drift_set(model, em.drift_texts(16))
+    texts = drift.drift_set(model, drift.drift_texts(16))
     parts = {"probs": lambda f, i: em.measure_probs(model, [f]),
              "generation": lambda f, i: em.generation_entropies(model, [f.generation_prompts], n_tokens=40,
                                                                 seeds=[i]),
-             "drift": lambda f, i: em.text_nll(model, texts),
+             "drift": lambda f, i: drift.text_nll(model, texts),
              "lens": lambda f, i: em.lens_rows(model, f)}
     times = dict.fromkeys(parts, 0.0)
     for i, fact in enumerate(records):
@@ -137,7 +139,7 @@ def main() -> None:
     layer = rome.default_layer(model)
     test = rome.load_records(split="test")
     if not args.skip_overhead:
-        stats = rome.key_stats(model, layer, rome.RomeHparams.mom2_n_tokens, progress=False)  # disk cache
+        stats = key_stats(model, layer, rome.RomeHparams.mom2_n_tokens, progress=False)  # disk cache
         warm = rome.edit(model, test[0].prompt, test[0].subject, test[0].target_new, layer, stats=stats)
         warm.revert()
         out = overhead(model, test[: args.records], layer, stats)

@@ -94,8 +94,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     import interp
-    from interp.analyses.induction import induction_scores
-    from interp.analyses.induction_train import reproduce
+    from interp.analyses.induction import induction_scores, reproduce
 
     model = interp.load(device="cpu")
     tokens, strings = same_sequences(model, args.seq_len, args.batch, seed=0)

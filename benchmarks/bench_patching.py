@@ -43,7 +43,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     import interp
-    from interp.analyses.datasets import ioi
+    from interp.analyses.patching import ioi
 
     model = interp.load(device="cpu")
     pp = ioi(model, args.pairs, seed=args.seed)

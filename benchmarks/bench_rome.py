@@ -27,6 +27,7 @@ from bench_rome_parts import covariance_throughput_ratio, trace_seconds  # noqa:
 
 import interp  # noqa: E402
 from interp import rome  # noqa: E402
+from interp.editing.keys import key_stats  # noqa: E402
 
 
 def edit_seconds(model, records, layer: int, stats) -> tuple[float, float, list[int]]:
@@ -51,7 +52,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     model = interp.load(device="cpu")
     layer = rome.default_layer(model)
-    stats = rome.key_stats(model, layer, rome.RomeHparams.mom2_n_tokens, progress=False)  # disk cache
+    stats = key_stats(model, layer, rome.RomeHparams.mom2_n_tokens, progress=False)  # disk cache
     records = rome.load_records(split="test")[: args.facts]
     warm = rome.edit(model, records[0].prompt, records[0].subject, records[0].target_new, layer, stats=stats)
     warm.revert()

@@ -31,7 +31,7 @@ import torch
 
 
 def main() -> None:
-    from interp.analyses.tuned_lens_train import DEFAULTS
+    from interp.analyses.tuned_lens import DEFAULTS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokens", type=int, default=DEFAULTS["tokens"])

@@ -7,17 +7,19 @@ from .analyses.attention import attention
 from .analyses.head_scan import head_scan
 from .analyses.attribution import decompose, direct_logit_attribution
 from .analyses.induction import induction_heads
-from .analyses.induction_train import reproduce as reproduce_induction
+from .analyses.induction import reproduce as reproduce_induction
 from .analyses.lens import logit_lens
 from .analyses.neurons import neurons
-from .analyses.attribution_patching import attribution_patching
-from .analyses.path_patching import path_patching
-from .analyses.patching import activation_patching
-from .analyses.trace import causal_trace
-from .analyses.trace_facts import trace_facts
-from .analyses.tuned_lens import TunedLens, load_tuned_lens, tuned_lens
-from .analyses.tuned_lens_eval import evaluate_lens, prediction_depth
-from .analyses.tuned_lens_train import train_tuned_lens
+from .analyses.patching import activation_patching, attribution_patching, path_patching
+from .analyses.trace import causal_trace, trace_facts
+from .analyses.tuned_lens import (
+    TunedLens,
+    evaluate_lens,
+    load_tuned_lens,
+    prediction_depth,
+    train_tuned_lens,
+    tuned_lens,
+)
 from .core.loading import load, load_tiny
 from .core.model import Model
 

@@ -8,19 +8,11 @@ The code lives in :mod:`interp.editing.memit` (the edit object, API) and :mod:`i
 residual targets and the layer-by-layer solve); this module only names them.
 """
 
-from .editing.memit import (
-                            DEFAULT_LAYERS,
-                            DEFAULT_SPAN,
-                            MemitEdit,
-                            default_layers,
-                            load_memit_edit,
-                            memit_edit,
-                            memit_stats,
-)
-from .editing.memit_solve import MemitHparams, as_requests, solve_layer
+from .editing.defaults import default_layers
+from .editing.hparams import MemitHparams
+from .editing.memit import MemitEdit, load_memit_edit, memit_edit
 
 edit = memit_edit         # interp.memit.edit(model, records, layers=...)
 load = load_memit_edit    # interp.memit.load(path)
 
-__all__ = ["DEFAULT_LAYERS", "DEFAULT_SPAN", "MemitEdit", "MemitHparams", "as_requests", "default_layers", "edit",
-           "load", "load_memit_edit", "memit_edit", "memit_stats", "solve_layer"]
+__all__ = ["MemitEdit", "MemitHparams", "default_layers", "edit", "load", "load_memit_edit", "memit_edit"]

@@ -176,8 +176,8 @@ print(ev.summary())
 ev.plot()"""),
     ("code", """ev.to_frame()[["kl_logit_bits", "kl_tuned_bits", "kl_bias_bits", "kl_ratio_tuned_logit",
                "ppl_logit", "ppl_tuned", "ppl_bias"]].iloc[::3].round(3)"""),
-    ("md", """And on the fact prompts of `data/facts.jsonl` (test split): **prediction depth**, the first row from which
-the model's final top-1 stays top-1."""),
+    ("md", """And on the fact prompts of `interp/editing/records/facts.jsonl` (test split): **prediction depth**, the
+first row from which the model's final top-1 stays top-1."""),
     ("code", """records = interp.rome.load_records(split="test")[:100]
 depth = interp.prediction_depth(model, records, tl, progress=False)
 print(depth.summary())

@@ -20,8 +20,8 @@ earlier `[A]` and copies it (Elhage et al. 2021; Olsson et al. 2022). This noteb
 The same functions run on the pretrained model and on the toy model: both are wrapped by `interp.Model`."""),
     ("code", """import torch
 import interp
-from interp.analyses import induction as ind
-from interp.analyses import induction_train as train
+from interp.analyses.induction import heads as ind
+from interp.analyses.induction import train
 
 torch.set_num_threads(2)
 model = interp.load()
@@ -44,7 +44,7 @@ including the BOS row and the first copy, where no target exists. On `[BOS] + R 
 only `L / (2L + 1)` (about 0.5). A hand-built model with an exact induction head (`interp.toy.handmade_induction_model`)
 shows both numbers:"""),
     ("code", """from interp.core.model import Model
-from interp.analyses.toy import handmade_induction_model
+from interp.analyses.induction import handmade_induction_model
 from transformer_lens.head_detector import compute_head_attention_similarity_score, get_induction_head_detection_pattern
 
 exact = Model.from_module(handmade_induction_model())

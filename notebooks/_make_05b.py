@@ -1,8 +1,9 @@
 """The text of 05b_editing_at_scale.ipynb. ``python notebooks/execute.py 05b`` rebuilds the notebook from here and
 executes it in place (it is committed with its outputs); running this file alone writes it without outputs.
 
-The notebook only reads stored runs (``data/scale/*.json``, made by ``data/editing_at_scale.py``):
-each took tens of CPU-minutes; the command that made it is stored beside its numbers."""
+The notebook only reads stored runs (``studies/editing_at_scale/*.json``, made by
+``studies/editing_at_scale/editing_at_scale.py``; ``studies/test_split/``): each took tens of CPU-minutes; the
+command that made it is stored beside its numbers."""
 
 from pathlib import Path
 
@@ -11,8 +12,9 @@ import nbformat as nbf
 INTRO = """# Editing at scale: many facts at once, one edit after another
 
 Notebook 05 rewrote one fact. Here: what happens with many. Every number below was measured on the embedded
-SmolLM2-135M-Instruct with the test split of `data/facts.jsonl` and is read from a JSON file under `data/`
-(each stores the command that produced it; the runs take tens of CPU-minutes, so the notebook does not repeat them).
+SmolLM2-135M-Instruct with the test split of `interp/editing/records/facts.jsonl` and is read from a JSON file
+under `studies/` (each stores the command that produced it; the runs take tens of CPU-minutes, so the notebook
+does not repeat them).
 
 Every score comes in two forms, side by side:
 - **success** (the paper's): efficacy / paraphrase = share of prompts where P(new) > P(true); neighbourhood = share
@@ -31,10 +33,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from interp.editing.scale import ScaleResult, mass_table, plot_mass
+from interp.rome import ScaleResult, mass_table, plot_mass
 
-DATA = Path("../data")
-docs = {p.stem: json.loads(p.read_text()) for p in sorted((DATA / "scale").glob("*.json"))}
+STUDIES = Path("../studies")
+docs = {p.stem: json.loads(p.read_text()) for p in sorted((STUDIES / "editing_at_scale").glob("*.json"))}
 runs = {name: ScaleResult.from_json(d) for name, d in docs.items() if "partial" not in d}  # finished runs only
 for name, d in docs.items():
     print(f"{name}: {runs[name].summary()}" if name in runs else f"{name}: not finished ({d['partial']}), not shown")"""),
@@ -71,7 +73,7 @@ for label, part in (("MEMIT, one batch", one_batch), ("ROME, one by one", in_a_r
             r = hit.iloc[0]
             rows[(label, n)] = {m: f"{r[m + '_score']:.1f} ({r[m + '_acc']:.1f})"
                                 for m in ("efficacy", "paraphrase", "neighborhood")}
-whole = json.loads((DATA / "test_split" / "memit.json").read_text())
+whole = json.loads((STUDIES / "test_split" / "memit.json").read_text())
 rows[("MEMIT, one batch", 464)] = {m: f"{whole[m + '_score']:.1f} ({whole[m + '_acc']:.1f})"
                                    for m in ("efficacy", "paraphrase", "neighborhood")}
 pd.DataFrame(rows).T.sort_index(level=1, sort_remaining=False)"""),
@@ -87,12 +89,12 @@ edits 50% (strict 11.6%) — later fine-tuning steps overwrite earlier ones. All
 All 464 test records in one MEMIT batch (layers 0–4, λ = 2500: the defaults, chosen on dev; two rounds, since 17 subjects have
 two facts), scored with the whole batch applied — the issue's target is ES ≥ 90, PS ≥ 75, NS ≥ 70 in the success
 form. Beside it, ROME and FT-L one edit at a time (each edit scored alone, then reverted) on all 464 records: that
-evaluation ran in 16 shards of 29 records (`data/test_split_eval.py`), about 35 s per record for both editors on
-one core. 95% CIs: Wilson's
+evaluation ran in 16 shards of 29 records (`studies/test_split/test_split_eval.py`), about 35 s per record for
+both editors on one core. 95% CIs: Wilson's
 interval for efficacy (one prompt per record), the normal interval cut at [0, 100] for the per-record shares.
 MEMIT's loss drift is one measurement of one batch, so it has no CI. (`interp eval-edits --split test --editor
 memit --batch-size 464`: 2 h 9 min on one thread.)"""),
-    ("code", """SPLIT = DATA / "test_split"
+    ("code", """SPLIT = STUDIES / "test_split"
 split = {e: json.loads((SPLIT / f"{e}.json").read_text()) for e in ("memit", "rome", "ft")
          if (SPLIT / f"{e}.json").exists()}
 names = {"memit": "MEMIT (all at once)", "rome": "ROME (one at a time)", "ft": "FT-L (one at a time)"}
@@ -125,8 +127,8 @@ model at a time; section 2 shows ROME's edits piled up.
 
 All 17 facts MEMIT fails have a rewrite prompt that starts with the subject (the crosstab: 17 of 258 such facts, none
 of the 206 others). It looks like the BOS-adjacent key mismatch that made single ROME edits fail on facts the
-project did not write, but on dev it mostly is not (`data/memit_key_rule.json`, `data/README.md`, "Why MEMIT's
-edits fail"): at the earlier λ = 5000 the failed facts' bare prompts still got most of the update (median share
+project did not write, but on dev it mostly is not (`studies/memit_key_rule/`, its JSON
+and README): at the earlier λ = 5000 the failed facts' bare prompts still got most of the update (median share
 0.83 of the mean key's), and solving for every templated key (`key_spread_weight`) only made MEMIT worse. The
 update was too weak: it moved the bare prompt's residual a median 30% of the way to its target for the failed
 facts, 59% for the others. Halving λ (the Wikipedia prior pulls less) was chosen on 231 dev facts (failures 21 →
@@ -163,7 +165,7 @@ from +8.5% to +14.1% at once, past the 10% threshold; after 250 edits it is +15.
 (strict 13.3) and retention 95.9%, while the generation entropy never falls more than 2%. Up to that edit the
 drift is a little more than the sum of the edits' own drifts (7.6% against 5.7% after 150): edits mostly
 accumulate, and a step's increment follows its edit's drift alone (correlation 0.70). Case 449 is the
-outlier of all 464 single edits (`data/README.md`, "Editing at scale"): the largest single-edit drift (1.46%,
+outlier of all 464 single edits (`studies/editing_at_scale/README.md`): the largest single-edit drift (1.46%,
 median 0.02%), the smallest C⁻¹k·k (40.7, median 3,517) and the largest relative update (0.89, median 0.077).
 It is not the reference code's "disabling edits": our ROME uses one key in the update and its denominator
 (r-ROME's correction). Nor does any statistic of the update single it out beforehand: on the facts the project
@@ -180,10 +182,10 @@ What breaks the model is measurable before the edit is written: `rome.edit(..., 
 matrix on 4 Wikipedia summaries that no evaluation reads (not the 16 drift texts) and refuses the edit — weights
 unchanged, a `ValueError` that names the rise — when their loss would rise by more than B percent. It is measured
 on the model as it is, so in a sequential run it sees the edit on top of all earlier ones; `sequential_edits` turns
-it on for ROME with the bound chosen on dev (`rome.GUARD_BOUND`, `data/loss_rise_seq.json`: 100 dev edits in a
+it on for ROME with the bound chosen on dev (`interp.editing.defaults.GUARD_BOUND`, `studies/loss_rise/`: 100 dev edits in a
 row, guard measuring only: twice the largest rise of those whose v* converged (0.48%), rounded up: 1.0%; the rule
 set beforehand, twice the largest of all, would have given 6.0, because two dev edits of the collapsing kind rose
-by 2.79% and 0.80% — `data/README.md` says why the rule was changed). A refused edit is skipped with its reason,
+by 2.79% and 0.80% — its README says why the rule was changed). A refused edit is skipped with its reason,
 as the eight "already the answer" edits were.
 
 The guarded run repeats the same 250 edits. An edit does not depend on the measurements and the guard only
@@ -248,8 +250,8 @@ both."""),
     ("md", """## 2c · 464 edits in a row: FT-L
 
 FT-L (layer 4, per-weight bound 1e-2) edits all 464 test facts one after another
-(`data/scale/ft_seq464.json`; retention and entropy every 10 steps, the drift after every step; 88 min on one
-thread). Its drift does not grow steadily: single edits move it by several points, up or down."""),
+(`studies/editing_at_scale/ft_seq464.json`; retention and entropy every 10 steps, the drift after every step;
+88 min on one thread). Its drift does not grow steadily: single edits move it by several points, up or down."""),
     ("code", """ft = runs["ft_seq464"]
 print(ft.summary())
 print("collapse:", ft.collapse)
@@ -282,8 +284,9 @@ points (here) in the first 100."""),
     ("md", """## 2d · 464 edits in a row: ROME with its guard
 
 ROME (layer 4, the guard on at its dev bound of 1.0%) edits all 464 test facts one after another
-(`data/scale/rome_seq464.json`; retention and entropy every 10 steps, the drift after every step). The run is
-longer than a session, so it saves its matrices and steps after every step (`--state`) and continues from there.
+(`studies/editing_at_scale/rome_seq464.json`; retention and entropy every 10 steps, the drift after every
+step). The run is longer than a session, so it saves its matrices and steps after every step (`--state`) and
+continues from there.
 Until the guard first refuses an edit, it makes the same edits as the unguarded 250-edit run of section 2."""),
     ("code", """doc = docs["rome_seq464"]
 rome_run = ScaleResult.from_json(doc)  # a run not finished yet is its steps so far (it continues from its --state)
@@ -314,7 +317,7 @@ continued from its save with two threads (`resumed_at`)."""),
     ("md", """## 2e · The fix: smaller ROME updates in a sequential run
 
 The drift that remains is the single edits' drifts added up, so the fix is to make each edit drift less. A dev
-study (`data/sequential_fix_study.py`, `data/sequential_fix_dev.json`; 40 dev records, one edit each, measured
+study (`studies/sequential_fix/`; 40 dev records, one edit each, measured
 alone) tried stopping v*'s optimisation earlier (`v_loss_stop`: mean target NLL, default 0.05) and a tighter
 norm clamp (`clamp_norm_factor`: |delta| ≤ factor × |M k*|, default 4):
 
@@ -329,8 +332,9 @@ norm clamp (`clamp_norm_factor`: |delta| ≤ factor × |M k*|, default 4):
 
 Staying under the 10% threshold after 464 edits needs the drift per edit cut by about 2.1×; stop 0.5 with clamp 1.5
 cuts it 2.4× and keeps ES at 97.5, so `sequential_edits` gives ROME these values with the guard
-(`rome.SEQUENTIAL_HPARAMS`; a single `rome.edit` keeps the paper's values, since the smaller update costs
-paraphrase). The run below repeats section 2d's 464 test edits with them (`data/scale/rome_seq464_fix.json`)."""),
+(the `sequential` entry of `interp.editing.defaults`; a single `rome.edit` keeps the paper's values, since the smaller update costs
+paraphrase). The run below repeats section 2d's 464 test edits with them
+(`studies/editing_at_scale/rome_seq464_fix.json`)."""),
     ("code", """fix_doc = docs["rome_seq464_fix"]
 fixed = ScaleResult.from_json(fix_doc)
 if "partial" in fix_doc:

@@ -33,9 +33,8 @@ import pandas as pd
 import torch
 
 import interp
-from interp.analyses.datasets import NAMES, fact_pairs, induction_pairs, ioi, single_token_words
 from interp.analyses.induction import copying_score
-from interp.analyses.metrics import prob
+from interp.analyses.patching import NAMES, fact_pairs, induction_pairs, ioi, prob, single_token_words
 
 torch.set_num_threads(2)
 START = time.perf_counter()

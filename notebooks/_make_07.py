@@ -68,7 +68,7 @@ fig.colorbar(im, ax=fig.axes, fraction=0.03)
 fig"""),
     ("md", """## 3. Where facts are stored
 
-Causal tracing on 30–40 dev facts of each model (stored with the layer choice in `data/rome_layer*.json`): the
+Causal tracing on 30–40 dev facts of each model (stored with the layer choice in `studies/rome_layer/`): the
 average indirect effect of restoring one MLP window at the last subject token, per layer. Both peak early, before a
 third of the depth; Gemma's effect vanishes after layer 8 of 18."""),
     ("code", """def trace_curve(path):
@@ -76,7 +76,8 @@ third of the depth; Gemma's effect vanishes after layer 8 of 18."""),
 
 fig = new_figure(figsize=(8, 3.2))
 ax = fig.add_subplot(1, 1, 1)
-for name, path in {"SmolLM2-135M": "../data/rome_layer.json", "Gemma 3 270M": "../data/rome_layer_gemma.json"}.items():
+for name, path in {"SmolLM2-135M": "../studies/rome_layer/rome_layer.json",
+                   "Gemma 3 270M": "../studies/rome_layer/rome_layer_gemma.json"}.items():
     curve = torch.tensor(trace_curve(path))
     ax.plot(torch.arange(len(curve)) / len(curve), curve.numpy(), marker=".", label=name)
 ax.set_xlabel("fraction of depth"); ax.set_ylabel("MLP indirect effect"); ax.legend(); fig"""),
@@ -102,17 +103,19 @@ one recovers at most ~20%): the fact needs the subject's tokens together. In bot
 it only late (from about 70–80% of the depth on), after attention has moved it there."""),
     ("md", """## 4. ROME on facts both models know
 
-Each model has its own records: the same candidates filtered by what that model knows (`data/facts.jsonl`,
-`data/facts_gemma.jsonl`), split dev/test by the same rule. To compare the editors and not the record sets,
-`data/rome_eval_shared.py` draws test facts that both models know (same relation, subject, target_true and
-target_new, in the test split of both files, so neither model's dev split is touched) and runs the same
+Each model has its own records: the same candidates filtered by what that model knows
+(`interp/editing/records/facts.jsonl`, `facts_gemma.jsonl`), split dev/test by the same rule. To compare the editors
+and not the record sets, `studies/rome_eval_shared/rome_eval_shared.py` draws test facts that both models know (same
+relation, subject, target_true and target_new, in the test split of both files, so neither model's dev split is
+touched) and runs the same
 `evaluate(model, records, "rome", generation=False, drift=False, lens=False)` on each, at each model's own edit
 layer and hyperparameters (chosen on its own dev split; on Gemma a smaller clamp on `delta`, because its post-MLP
 norm turns the write of neighbouring subjects too). The rewrite prompt, targets and both paraphrase sets are the
 same for both models; the neighbourhood prompts are each model's own (the ones it was checked to know).
-`paraphrase_other` is the second paraphrase set, in forms the layer choice never saw (`data/README.md`). The table
-is read from `data/rome_eval_shared.json` (success form, percent, 95% CIs); ROME is not run here."""),
-    ("code", """shared = json.loads(Path("../data/rome_eval_shared.json").read_text())
+`paraphrase_other` is the second paraphrase set, in forms the layer choice never saw (`data/README.md`, the records'
+card). The table is read from `studies/rome_eval_shared/rome_eval_shared.json` (success form, percent, 95% CIs);
+ROME is not run here."""),
+    ("code", """shared = json.loads(Path("../studies/rome_eval_shared/rome_eval_shared.json").read_text())
 metrics = ("efficacy_score", "paraphrase_score", "paraphrase_other_score", "neighborhood_score")
 
 def cell(r, k):
@@ -138,15 +141,15 @@ pd.DataFrame({k: {"SmolLM2 higher": int((smol_rows[f"{k}_post"] > gemma_rows[f"{
 Gemma's generalise less (paraphrases 85.6 vs 96.7, the second paraphrase set 81.6 vs 96.0) and are less specific
 (neighbourhood 70.1 vs 92.5): the gap seen on each model's own records is not an artefact of the record sets.
 For reference, each model on its own test records (`interp eval-edits`; SmolLM2: 200 records, Gemma: 100 records,
-`data/rome_eval_test*.json`)."""),
+`studies/rome_eval_test/rome_eval_test*.json`)."""),
     ("code", """def facts(path):
     return {(json.loads(x)["relation"], json.loads(x)["subject"]) for x in Path(path).read_text().splitlines()}
 
-both = facts("../data/facts.jsonl") & facts("../data/facts_gemma.jsonl")
-print(f"{len(facts('../data/facts.jsonl'))} SmolLM2 facts, {len(facts('../data/facts_gemma.jsonl'))} Gemma facts, "
-      f"{len(both)} known by both")
-smol = json.loads(Path("../data/rome_eval_test.json").read_text())["pooled_200"]["rome"]
-gemma = json.loads(Path("../data/rome_eval_test_gemma.json").read_text())
+both = facts("../interp/editing/records/facts.jsonl") & facts("../interp/editing/records/facts_gemma.jsonl")
+print(f"{len(facts('../interp/editing/records/facts.jsonl'))} SmolLM2 facts, "
+      f"{len(facts('../interp/editing/records/facts_gemma.jsonl'))} Gemma facts, {len(both)} known by both")
+smol = json.loads(Path("../studies/rome_eval_test/rome_eval_test.json").read_text())["pooled_200"]["rome"]
+gemma = json.loads(Path("../studies/rome_eval_test/rome_eval_test_gemma.json").read_text())
 own = {}
 for name, r in {"SmolLM2-135M": smol, "Gemma 3 270M": gemma}.items():
     own[name] = {k: cell(r, k) for k in ("efficacy_score", "paraphrase_score", "neighborhood_score")}

@@ -29,7 +29,7 @@ from interp.analyses.stats import mlp_key_second_moment
 torch.manual_seed(0)
 model = interp.load(device="cpu")
 PROMPT, SUBJECT, TARGET = "{} is located in the city of", "The Eiffel Tower", " Rome"
-LAYER = rome.default_layer(model)   # chosen on the dev split of data/facts.jsonl
+LAYER = rome.default_layer(model)   # chosen on the dev split of interp/editing/records/facts.jsonl
 print(model, "\\nedit layer:", LAYER)"""),
     ("md", """## 1 · Trace: where does the model recall the city?
 
@@ -74,13 +74,13 @@ nil — and the edit below still works. The two questions differ: the trace asks
 restored after the subject is blurred; an edit needs a place where a *new* value, written into one MLP, is read by
 the later layers on the way to the answer. Hase et al. (2023, "Does localization inform editing?") found on GPT-J
 that the trace's location hardly predicts which layer edits best. Here the question is the token. Measured on dev
-records only (`data/edit_position.py` → `data/edit_position.json`): a 10-sample noise trace of each record's
+records only (`studies/edit_position/`): a 10-sample noise trace of each record's
 rewrite prompt (MLP restorations, window 10, at every subject token); then ROME at layer 4 at the subject token
 where the trace peaks and at the last subject token, everything else equal."""),
     ("code", """import json
 from pathlib import Path
 
-pos = json.loads(Path("../data/edit_position.json").read_text())
+pos = json.loads(Path("../studies/edit_position/edit_position.json").read_text())
 agg = pos["aggregates"]
 keys = ["efficacy_score", "paraphrase_score", "neighborhood_score", "efficacy_acc", "paraphrase_acc",
         "neighborhood_acc"]
@@ -102,7 +102,7 @@ four records, so no difference that means anything. Over all 20 the two rules ar
 score.
 The last subject token stays the default: it is as good and needs no trace per edit (a trace costs more than the
 edit). The study is small because the machine was shared by
-five runs; `--start 20 --n 40 --merge data/edit_position.json` extends it."""),
+five runs; `--start 20 --n 40 --merge studies/edit_position/edit_position.json` extends it."""),
     ("md", "## 2 · Edit: one rank-one update at the edit layer"),
     ("code", """stats = mlp_key_second_moment(model, LAYER, n_tokens=5_000, progress=False)   # small sample: fast
 print(stats.summary())
@@ -113,7 +113,7 @@ print("context templates:", edit.templates)
 delta = model.mlp_out_matrix(LAYER).double() - original.double()
 print("rank of the update:", int(torch.linalg.matrix_rank(delta, rtol=1e-5)),
       "| relative error of M' k* vs v*:",
-      float((rome.mlp_out_apply(model, LAYER, edit.key) - edit.value).norm() / edit.value.norm()))
+      edit.value_error(model))
 edit.plot()"""),
     ("md", "## 3 · Generate before and after"),
     ("code", """prompts = ["The Eiffel Tower is located in the city of",            # the rewritten prompt
@@ -143,7 +143,7 @@ result.table()"""),
     ("code", """edit.revert()
 assert torch.equal(model.mlp_out_matrix(LAYER), original)
 print("reverted, bit-identical:", torch.equal(model.mlp_out_matrix(LAYER), original))
-print(rome.sample_text(model, [PROMPT.replace("{}", SUBJECT)], 3, greedy=True))"""),
+print([model.generate(PROMPT.replace("{}", SUBJECT), 3)])"""),
 ]
 
 

@@ -190,14 +190,14 @@ def test_frames_plots_display(tiny_gpt2, tmp_path):
 
 
 def test_cli_handler_json(tiny_llama, tmp_path):
-    from interp.cli import _jsonable
+    from interp.core.results import jsonable
 
     parser = argparse.ArgumentParser()
     add_cli(parser.add_subparsers())
     args = parser.parse_args(["dla", TINY_TEXT, "--token", "s", "--baseline", "t", "--top", "3",
                               "--out", str(tmp_path / "d.png"), "--json"])
     data = cli_dla(args, model=tiny_llama)
-    doc = json.loads(json.dumps(_jsonable(data)))
+    doc = json.loads(json.dumps(jsonable(data)))
     logits = tiny_llama.run(TINY_TEXT)[0, -1]
     assert doc["value"] == pytest.approx(float(logits[ord("s")] - logits[ord("t")]), abs=1e-5)
     assert len(doc["top"]) == 3 and set(doc["embedding"]) >= {"contribution", "abs_share"}
@@ -210,7 +210,7 @@ def test_cli_handler_json(tiny_llama, tmp_path):
 def test_attention_only_model_without_final_norm():
     """A model wrapped with Model.from_module (no MLPs, no final norm, [pos, d_model] positional hook)."""
     from interp.analyses.lens import logit_lens
-    from interp.analyses.toy import AttnOnlyTransformer, ToyConfig
+    from interp.analyses.induction import AttnOnlyTransformer, ToyConfig
 
     model = interp.Model.from_module(AttnOnlyTransformer(ToyConfig(), seed=0))
     toks = torch.randint(0, model.d_vocab, (12,), generator=torch.Generator().manual_seed(0))

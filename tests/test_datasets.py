@@ -4,7 +4,7 @@ the docstrings say it is."""
 import pytest
 import torch
 
-from interp.analyses.datasets import fact_pairs, induction_pairs, ioi
+from interp.analyses.patching import fact_pairs, induction_pairs, ioi
 
 
 def test_induction_pairs_are_seeded_and_differ_only_in_the_first_half(tiny_llama):
@@ -44,7 +44,7 @@ def test_ioi_pairs(embedded):
 @pytest.mark.slow
 def test_ioi_substring_names_replace_the_right_mention(embedded):
     # "Dan" is inside "Daniel": the second mention of B must change, never the first mention of A.
-    from interp.analyses import datasets
+    from interp.analyses.patching import datasets
 
     pp = datasets.ioi(embedded, 12, seed=0, templates=("When {A} and {B} went to the {place}, {B} gave a {obj} to",))
     names = datasets.single_token_words(embedded, ["Daniel", "Dan"])

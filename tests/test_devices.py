@@ -12,7 +12,8 @@ import interp
 from interp import rome
 from interp.core import loading, placement
 from interp.analyses.attribution import decompose
-from interp.editing.evaluate import ft_edit
+from interp.editing import rome as editing_rome
+from interp.editing.ft import ft_edit
 from interp.analyses.stats import mlp_key_second_moment
 from interp.analyses.trace import causal_trace
 
@@ -117,7 +118,7 @@ def test_rome_edit_and_revert_on_the_mapped_model(embedded, mapped_embedded):
         ref.revert()
         assert torch.allclose(e.u, ref.u, rtol=1e-5, atol=1e-7) and torch.allclose(e.v, ref.v, rtol=1e-5, atol=1e-9)
         written = mapped_embedded.mlp_out_matrix(LAYER).detach().cpu()
-        assert torch.equal(written, rome.rank_one_update(before, e.u, e.v))
+        assert torch.equal(written, editing_rome.rank_one_update(before, e.u, e.v))
     finally:
         e.revert()
     assert digest(mapped_embedded) == digest_before
@@ -282,7 +283,7 @@ def test_two_gpu_rome_edit_and_revert(one_gpu, split_embedded, layer):  # pragma
     try:
         assert m.mlp_out_matrix(layer).device == m.device_of(layer)
         written = m.mlp_out_matrix(layer).detach().cpu()
-        assert torch.equal(written, rome.rank_one_update(e._original, e.u, e.v))
+        assert torch.equal(written, editing_rome.rank_one_update(e._original, e.u, e.v))
         ref = rome.edit(one_gpu, **hp)
         try:
             assert torch.allclose(e.u, ref.u, rtol=1e-3, atol=1e-5)

@@ -8,7 +8,13 @@ import pytest
 import torch
 
 import interp
-from interp.editing import evaluate as ev
+from interp.editing import compare as cmp
+from interp.editing import drift
+from interp.editing import ft
+from interp.editing.eval import measure as em
+from interp.editing.eval import report
+from interp.editing.eval import run as er
+from interp.editing.facts import as_fact
 from interp import rome
 from interp.cli.edit import cli_eval_edits
 from interp.core import generation
@@ -29,7 +35,7 @@ def full_logprobs(model, tokens: list[int]) -> torch.Tensor:
 def test_target_nll_matches_full_logits(embedded):
     prompts = ["The Golden Gate Bridge is in", "Paris is the capital of", "I like"]
     targets = [" San Francisco", " France", " cheese and bread"]
-    got = ev.target_nll(embedded, prompts, targets)
+    got = em.target_nll(embedded, prompts, targets)
     for p, t, g in zip(prompts, targets, got):
         pt, tt = embedded.to_tokens(p)[0].tolist(), embedded.target_tokens(t)
         logp = full_logprobs(embedded, pt + tt)
@@ -42,7 +48,7 @@ def test_fact_scores_follow_the_paper_definitions():
     probs = {"rewrite": torch.tensor([[0.6, 0.2]], **f64),
              "paraphrase": torch.tensor([[0.5, 0.1], [0.1, 0.3]], **f64),
              "neighborhood": torch.tensor([[0.1, 0.7], [0.4, 0.2], [0.0, 0.5], [0.2, 0.3], [0.3, 0.1]], **f64)}
-    s = ev.fact_scores(probs)
+    s = em.fact_scores(probs)
     assert s["efficacy_score"] == 1.0 and abs(s["efficacy_magnitude"] - 0.4) < 1e-9
     assert s["paraphrase_score"] == 0.5 and abs(s["paraphrase_magnitude"] - (0.4 - 0.2) / 2) < 1e-9
     assert s["neighborhood_score"] == 3 / 5
@@ -52,14 +58,14 @@ def test_fact_scores_follow_the_paper_definitions():
 def test_ngram_entropy_hand_example():
     # words a b a b: bigrams ab, ba, ab -> H2 = H(2/3, 1/3); trigrams aba, bab -> H3 = 1 bit
     h2 = -(2 / 3 * math.log2(2 / 3) + 1 / 3 * math.log2(1 / 3))
-    assert abs(ev.ngram_entropy("a b a b") - (2 / 3 * h2 + 4 / 3 * 1.0) / 2) < 1e-12
-    assert ev.ngram_entropy("x x x x x x") == 0.0
-    assert ev.ngram_entropy("the cat sat on a mat today") > ev.ngram_entropy("the cat the cat the cat the")
+    assert abs(em.ngram_entropy("a b a b") - (2 / 3 * h2 + 4 / 3 * 1.0) / 2) < 1e-12
+    assert em.ngram_entropy("x x x x x x") == 0.0
+    assert em.ngram_entropy("the cat sat on a mat today") > em.ngram_entropy("the cat the cat the cat the")
 
 
 def test_text_nll_matches_full_logits(embedded):
     texts = ["The river flows into the sea.", "Mozart was a composer."]
-    got = ev.text_nll(embedded, texts, max_len=64)
+    got = drift.text_nll(embedded, texts, max_len=64)
     total, count = 0.0, 0
     for t in texts:
         toks = embedded.to_tokens(t)[0].tolist()
@@ -72,22 +78,22 @@ def test_text_nll_matches_full_logits(embedded):
 def test_sampling_with_and_without_the_cache_agree(embedded):
     prompts = ["The Eiffel Tower is", "My favourite food is pasta because"]
     rows = [embedded.to_tokens(p)[0].tolist() for p in prompts]
-    cached = rome.sample_text(embedded, prompts, 6, greedy=True)
+    cached = generation.sample_text(embedded, prompts, 6, greedy=True)
     plain = generation.sample_ids(embedded, rows, 6, lambda logits: logits.argmax(-1), fast=False)
     assert cached == [embedded.tokenizer.decode(r) for r in plain]
-    a = rome.sample_text(embedded, prompts, 6, seed=5)
-    assert a == rome.sample_text(embedded, prompts, 6, seed=5) and a != rome.sample_text(embedded, prompts, 6, seed=6)
+    a = generation.sample_text(embedded, prompts, 6, seed=5)
+    assert a == generation.sample_text(embedded, prompts, 6, seed=5) and a != generation.sample_text(embedded, prompts, 6, seed=6)
 
 
 # ----------------------------------------------------------------------------------------------- FT-L
 def test_ft_edit_is_bounded_lowers_the_loss_and_reverts(tiny_llama):
     d0 = digest(tiny_llama)
     before = tiny_llama.mlp_out_matrix(0).detach().clone()
-    e = ev.ft_edit(tiny_llama, "{} is in", "Tower", " Rome", 0, steps=6, lr=1e-2, norm_constraint=2e-3)
+    e = ft.ft_edit(tiny_llama, "{} is in", "Tower", " Rome", 0, steps=6, lr=1e-2, norm_constraint=2e-3)
     try:
         diff = tiny_llama.mlp_out_matrix(0).detach() - before
         assert float(diff.abs().max()) <= 2e-3 * (1 + 1e-5) and float(diff.abs().max()) > 0
-        after = float(ev.target_nll(tiny_llama, ["Tower is in"], [" Rome"])[0])
+        after = float(em.target_nll(tiny_llama, ["Tower is in"], [" Rome"])[0])
         assert after < e.losses[0]
     finally:
         e.revert()
@@ -98,10 +104,10 @@ def test_ft_edit_is_bounded_lowers_the_loss_and_reverts(tiny_llama):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        ev.ft_edit(tiny_llama, "{} is in", "Tower", " Rome", 0, steps=2, progress=stop)
+        ft.ft_edit(tiny_llama, "{} is in", "Tower", " Rome", 0, steps=2, progress=stop)
     assert digest(tiny_llama) == d0
     with pytest.raises(ValueError, match="unknown FT-L"):
-        ev.ft_edit(tiny_llama, "{} is in", "Tower", " Rome", 0, lr_typo=1)
+        ft.ft_edit(tiny_llama, "{} is in", "Tower", " Rome", 0, lr_typo=1)
 
 
 @pytest.mark.parametrize("name, layer", [("tiny_llama", 0), ("embedded", LAYER)])
@@ -116,15 +122,15 @@ def test_ft_edits_made_together_are_each_edit_made_alone(request, name, layer):
     hp = {"steps": 8, "lr": 2e-2, "norm_constraint": 2e-2, "loss_stop": 0.0}
     d0 = digest(model)
     # a loss_stop that one fact reaches by its 5th step and another never does
-    probe = [e.losses for e in ev.ft_edits(model, reqs, layer, **hp)]
+    probe = [e.losses for e in ft.ft_edits(model, reqs, layer, **hp)]
     fast, slow = min(probe, key=lambda l: l[4]), max(probe, key=min)
     assert fast[4] < min(slow), probe
     hp["loss_stop"] = (fast[4] + min(slow)) / 2
-    together = ev.ft_edits(model, reqs, layer, **hp)
+    together = ft.ft_edits(model, reqs, layer, **hp)
     assert digest(model) == d0 and not any(e.applied for e in together)
     steps = []
     for req, e in zip(reqs, together):
-        alone = ev.ft_edit(model, *req, layer, **hp)
+        alone = ft.ft_edit(model, *req, layer, **hp)
         alone.revert()
         steps.append(len(alone.losses))
         assert len(e.losses) == len(alone.losses), req
@@ -140,9 +146,9 @@ def test_ft_edits_made_together_are_each_edit_made_alone(request, name, layer):
     e.revert()
     assert digest(model) == d0
     with pytest.raises(ValueError, match="no FT-L requests"):
-        ev.ft_edits(model, [], layer)
+        ft.ft_edits(model, [], layer)
     with pytest.raises(ValueError, match="target"):
-        ev.ft_edits(model, [reqs[0], ("{} is in", "Tower", "")], layer)
+        ft.ft_edits(model, [reqs[0], ("{} is in", "Tower", "")], layer)
 
 
 # ----------------------------------------------------------------------------------------------- evaluate
@@ -151,7 +157,7 @@ def dev_eval(embedded):
     stats = mlp_key_second_moment(embedded, LAYER, n_tokens=4000, cache=False, progress=False)
     records = rome.load_records(split="dev")[:2]
     d0 = digest(embedded)
-    res = ev.evaluate(embedded, records, "rome", layer=LAYER, stats=stats, hparams={"mom2_ridge": 1e-3},
+    res = er.evaluate(embedded, records, "rome", layer=LAYER, stats=stats, hparams={"mom2_ridge": 1e-3},
                       baseline="ft", gen_tokens=6, drift_docs=2, progress=False)
     return res, records, d0
 
@@ -188,7 +194,7 @@ def test_evaluate_rome_edits_and_beats_its_baseline_on_these_records(dev_eval):
 def test_score_cis_stay_within_their_bounds():
     """Wilson's interval for 0/1 outcomes (checked against its closed form at p = 1: lower = n / (n + z^2)); the
     normal interval, cut at 100, for per-record shares; unbounded metrics keep the plain normal interval."""
-    from interp.editing.eval_report import mean_ci
+    from interp.editing.eval.report import mean_ci
 
     z2 = 1.96 ** 2
     all_hit = mean_ci("efficacy_score", [100.0] * 20, bounds=(0, 100))
@@ -234,13 +240,13 @@ def test_evaluate_aggregates_and_json(dev_eval):
 
 def test_evaluate_bad_input(embedded):
     with pytest.raises(ValueError, match="no records"):
-        ev.evaluate(embedded, [], "rome", layer=LAYER)
+        er.evaluate(embedded, [], "rome", layer=LAYER)
     with pytest.raises(ValueError, match="editor 'bogus' not known; allowed: 'rome', 'ft', 'memit'"):
-        ev.evaluate(embedded, rome.load_records(split="dev")[:1], "bogus", layer=LAYER, stats="identity")
+        er.evaluate(embedded, rome.load_records(split="dev")[:1], "bogus", layer=LAYER, stats="identity")
     with pytest.raises(ValueError, match="batch_size=0; allowed"):
-        ev.evaluate(embedded, rome.load_records(split="dev")[:1], "rome", layer=LAYER, batch_size=0)
+        er.evaluate(embedded, rome.load_records(split="dev")[:1], "rome", layer=LAYER, batch_size=0)
     with pytest.raises(ValueError, match="missing keys"):
-        ev.evaluate(embedded, [{"prompt": "{} is"}], "rome", layer=LAYER)
+        er.evaluate(embedded, [{"prompt": "{} is"}], "rome", layer=LAYER)
 
 
 # ----------------------------------------------------------------------------------------------- CLI, completions
@@ -275,7 +281,7 @@ def test_compare_completions_restores_the_state(tiny_llama):
     d0 = digest(tiny_llama)
     e = rome.edit(tiny_llama, "{} is in", "Tower", " Rome", 0, stats=stats, v_steps=3)
     edited = digest(tiny_llama)
-    table = ev.compare_completions(tiny_llama, e, ["Tower is in", "Bridge is"], n_tokens=3)
+    table = cmp.compare_completions(tiny_llama, e, ["Tower is in", "Bridge is"], n_tokens=3)
     assert digest(tiny_llama) == edited and e.applied
     e.revert()
     assert digest(tiny_llama) == d0
@@ -288,7 +294,7 @@ def test_compare_completions_restores_the_state(tiny_llama):
 # ----------------------------------------------------------------------------------------------- FT-L as a weight edit
 def test_model_edited_with_a_reverted_ft_edit_is_bit_exact(tiny_llama):
     d0 = digest(tiny_llama)
-    e = ev.ft_edit(tiny_llama, "{} is in", "Tower", " Rome", 0, steps=4, lr=1e-2, norm_constraint=2e-3)
+    e = ft.ft_edit(tiny_llama, "{} is in", "Tower", " Rome", 0, steps=4, lr=1e-2, norm_constraint=2e-3)
     edited = digest(tiny_llama)
     assert edited != d0
     e.revert()
@@ -311,10 +317,10 @@ def test_model_edited_with_a_reverted_ft_edit_is_bit_exact(tiny_llama):
 
 def test_compare_completions_and_lens_with_an_ft_edit(tiny_llama):
     d0 = digest(tiny_llama)
-    e = ev.ft_edit(tiny_llama, "{} is in", "Tower", " Rome", 0, steps=4, lr=5e-2, norm_constraint=5e-2)
+    e = ft.ft_edit(tiny_llama, "{} is in", "Tower", " Rome", 0, steps=4, lr=5e-2, norm_constraint=5e-2)
     edited = digest(tiny_llama)
     e.revert()
-    table = ev.compare_completions(tiny_llama, e, ["Tower is in", "Bridge is"], n_tokens=3)
+    table = cmp.compare_completions(tiny_llama, e, ["Tower is in", "Bridge is"], n_tokens=3)
     assert digest(tiny_llama) == d0 and not e.applied  # ends as it started: reverted
     def greedy(text, n=3):
         toks = tiny_llama.to_tokens(text)
@@ -326,9 +332,9 @@ def test_compare_completions_and_lens_with_an_ft_edit(tiny_llama):
         assert table.loc[0, "after"] == greedy("Tower is in")
     assert table.loc[0, "before"] == greedy("Tower is in")
     e.apply(tiny_llama)
-    ev.compare_completions(tiny_llama, e, ["Tower is in"], n_tokens=2)
+    cmp.compare_completions(tiny_llama, e, ["Tower is in"], n_tokens=2)
     assert digest(tiny_llama) == edited and e.applied  # ends as it started: applied
-    lens = ev.lens_before_after(tiny_llama, e, target_true=" Oslo")
+    lens = cmp.lens_before_after(tiny_llama, e, target_true=" Oslo")
     assert digest(tiny_llama) == edited and len(lens.to_frame()) == tiny_llama.n_layers + 1
     assert lens.plot().axes and "after the edit" in lens.summary()
     e.revert()
@@ -342,7 +348,7 @@ def test_compare_completions_and_lens_with_an_ft_edit(tiny_llama):
     (["eval-edits", "--editor", "ft", "--hparam", "kl_factor=1"], "unknown FT-L hyperparameter"),
     (["eval-edits", "--batch-size", "0"], "--batch-size"),
     (["eval-edits", "--editor", "memit", "--hparam", "bogus=1"], "unknown MEMIT hyperparameter"),
-    (["edit", "--editor", "ft", "--save", "x"], "--save"),
+    (["edit", "--editor", "ft", "--hparam", "lr=-1"], r"lr=-1; allowed: a finite number > 0"),
 ])
 def test_edit_commands_check_flags_before_loading_the_model(argv, match, monkeypatch):
     from interp.cli import build_parser
@@ -427,9 +433,9 @@ def ref_measure(model, fact, seed, gen_tokens):
         groups["paraphrase_other"] = list(fact.extra["paraphrase_prompts_other"])
     out = ref_fact_scores(ref_fact_probs(model, fact, groups))
     texts = generation.sample_text(model, list(fact.generation_prompts), gen_tokens, seed=seed, top_k=5)
-    out["gen_entropy"] = sum(ev.ngram_entropy(p + t) for p, t in zip(fact.generation_prompts, texts)) / len(texts)
+    out["gen_entropy"] = sum(em.ngram_entropy(p + t) for p, t in zip(fact.generation_prompts, texts)) / len(texts)
     out["gen_text"] = texts[0]
-    out.update({k: v for k, v in ev.lens_rows(model, fact).items() if not k.startswith("_")})
+    out.update({k: v for k, v in em.lens_rows(model, fact).items() if not k.startswith("_")})
     # the strict form, from the full logits of model.run: is the wanted target's first token the argmax?
     for name, group, target in (("efficacy", "rewrite", fact.target_new), ("paraphrase", "paraphrase", fact.target_new),
                                 ("neighborhood", "neighborhood", fact.target_true),
@@ -443,7 +449,7 @@ def ref_measure(model, fact, seed, gen_tokens):
 
 def small_ft(layer):
     def fn(model, fact):
-        return ev.ft_edit(model, fact.prompt, fact.subject, fact.target_new, layer, **SMALL_FT)
+        return ft.ft_edit(model, fact.prompt, fact.subject, fact.target_new, layer, **SMALL_FT)
     return fn
 
 
@@ -463,7 +469,7 @@ def ref_records():
     recs = [r.to_dict() for r in rome.load_records(split="dev")[2:4]]
     recs[0]["paraphrase_prompts_other"] = ["In which city is " + recs[0]["subject"] + "? It is in",
                                            recs[0]["subject"] + ", a place in the city of"]
-    return [rome.as_fact(r) for r in recs]
+    return [as_fact(r) for r in recs]
 
 
 SMALL_FT = {"steps": 3, "lr": 5e-2, "norm_constraint": 5e-2}
@@ -482,28 +488,28 @@ def test_batched_measurements_match_the_slow_reference(request, ref_records, nam
     d0 = digest(embedded)
     opts = dict(layer=layer, gen_tokens=5, drift_docs=2, progress=False, batch_size=batch_size)
     if kept:
-        res = ev.evaluate(embedded, ref_records, "ft", hparams=SMALL_FT, baseline="ft", baseline_hparams=SMALL_FT_2,
+        res = er.evaluate(embedded, ref_records, "ft", hparams=SMALL_FT, baseline="ft", baseline_hparams=SMALL_FT_2,
                           **opts)
         runs = [(res, SMALL_FT), (res.baseline, SMALL_FT_2)]
     else:
-        res = ev.evaluate(embedded, ref_records, small_ft(layer), **opts)
+        res = er.evaluate(embedded, ref_records, small_ft(layer), **opts)
         runs = [(res, SMALL_FT)]
     assert digest(embedded) == d0
-    texts = ev.drift_texts(2)
+    texts = drift.drift_texts(2)
     loss_pre = ref_text_nll(embedded, texts)
     befores = [ref_measure(embedded, fact, i, 5) for i, fact in enumerate(ref_records)]
     batches = [ref_records[i:i + batch_size] for i in range(0, len(ref_records), batch_size)]
     for result, hp in runs:
         f = result.to_frame()
         assert abs(f["loss_pre"].iloc[0] - loss_pre) < 1e-6
-        # independent edits (batch_size 1) of a named FT-L are made together (ev.ft_edits; checked against
+        # independent edits (batch_size 1) of a named FT-L are made together (ft.ft_edits; checked against
         # ft_edit alone above), so the reference applies the same edits
-        together = (ev.ft_edits(embedded, [(r.prompt, r.subject, r.target_new) for r in ref_records], layer, **hp)
+        together = (ft.ft_edits(embedded, [(r.prompt, r.subject, r.target_new) for r in ref_records], layer, **hp)
                     if kept and batch_size == 1 else None)
         k = 0
         for batch in batches:
             edits = [together[k + j].apply(embedded) if together else
-                     ev.ft_edit(embedded, fact.prompt, fact.subject, fact.target_new, layer, **hp)
+                     ft.ft_edit(embedded, fact.prompt, fact.subject, fact.target_new, layer, **hp)
                      for j, fact in enumerate(batch)]
             try:
                 afters = [ref_measure(embedded, fact, k + j, 5) for j, fact in enumerate(batch)]
@@ -538,9 +544,9 @@ def test_diagnose_applies_each_rule_in_order():
         "key_norm": [10.0, nan, 10.0, 10.0, 10.0, 10.0, 10.0, nan],
         "key_dot": [8.0, nan, 8.0, 8.0, 8.0, 1.0, 8.0, nan],
         "key_match": [1.0, nan, 0.1, 0.1, 0.1, nan, 0.9, nan]})
-    assert rome.diagnose(f) == [None, None, "clamp bound", "v* not converged", "key mismatch", "small key",
+    assert report.diagnose(f) == [None, None, "clamp bound", "v* not converged", "key mismatch", "small key",
                                 "edit did not transfer", "unknown"]
-    assert rome.diagnose(f.drop(columns="key_match"))[4] == "edit did not transfer"  # FT-L, MEMIT: no key_match
+    assert report.diagnose(f.drop(columns="key_match"))[4] == "edit did not transfer"  # FT-L, MEMIT: no key_match
 
 
 def test_failed_edits_are_diagnosed_and_reported(tiny_llama, tmp_path):
@@ -548,7 +554,7 @@ def test_failed_edits_are_diagnosed_and_reported(tiny_llama, tmp_path):
     recs = rome.load_records(tmp_path / "r.jsonl")
     weak = {"steps": 2, "lr": 1e-4, "norm_constraint": 1e-5}  # far too small to move the answer
     d0 = digest(tiny_llama)
-    res = ev.evaluate(tiny_llama, recs, "ft", layer=0, hparams=weak, gen_tokens=3, drift_docs=2, lens=False,
+    res = er.evaluate(tiny_llama, recs, "ft", layer=0, hparams=weak, gen_tokens=3, drift_docs=2, lens=False,
                       progress=False, batch_size=2)
     assert digest(tiny_llama) == d0
     f = res.to_frame()
@@ -569,9 +575,9 @@ def test_a_shard_run_apart_gives_the_one_run_numbers(tiny_llama, tmp_path):
     _tiny_records(tmp_path / "r.jsonl")
     recs = rome.load_records(tmp_path / "r.jsonl")
     opts = dict(layer=0, gen_tokens=6, drift_docs=2, lens=False, progress=False)
-    whole = ev.evaluate(tiny_llama, recs, small_ft(0), **opts).to_frame()
-    shard = ev.evaluate(tiny_llama, recs[1:], small_ft(0), first_index=1, **opts).to_frame()
-    unseeded = ev.evaluate(tiny_llama, recs[1:], small_ft(0), **opts).to_frame()
+    whole = er.evaluate(tiny_llama, recs, small_ft(0), **opts).to_frame()
+    shard = er.evaluate(tiny_llama, recs[1:], small_ft(0), first_index=1, **opts).to_frame()
+    unseeded = er.evaluate(tiny_llama, recs[1:], small_ft(0), **opts).to_frame()
     cid = recs[1].case_id
     for when in ("pre", "post"):
         assert shard.loc[cid, f"gen_text_{when}"] == whole.loc[cid, f"gen_text_{when}"]
@@ -583,7 +589,7 @@ def test_a_shard_run_apart_gives_the_one_run_numbers(tiny_llama, tmp_path):
     assert unseeded.loc[cid, "gen_text_pre"] != whole.loc[cid, "gen_text_pre"]
     for bad in (-1, 1.5, True):
         with pytest.raises(ValueError, match="first_index"):
-            ev.evaluate(tiny_llama, recs, small_ft(0), first_index=bad, **opts)
+            er.evaluate(tiny_llama, recs, small_ft(0), first_index=bad, **opts)
 
 
 def test_memit_batch_evaluation_reverts_every_layer(tiny_llama, tmp_path):
@@ -592,7 +598,7 @@ def test_memit_batch_evaluation_reverts_every_layer(tiny_llama, tmp_path):
     layers = [0]  # the tiny model's only layer MEMIT may edit (a later layer must read the residual)
     stats = {l: mlp_key_second_moment(tiny_llama, l, n_tokens=2000, cache=False, progress=False) for l in layers}
     d0 = digest(tiny_llama)
-    res = ev.evaluate(tiny_llama, recs, "memit", layer=0, stats=stats, hparams={"layers": layers, "v_steps": 3},
+    res = er.evaluate(tiny_llama, recs, "memit", layer=0, stats=stats, hparams={"layers": layers, "v_steps": 3},
                       gen_tokens=3, drift_docs=2, lens=False, progress=False, batch_size=2)
     assert digest(tiny_llama) == d0
     f = res.to_frame()
@@ -617,11 +623,15 @@ def test_cli_edit_records_and_eval_batch(tiny_llama, tmp_path):
     assert digest(tiny_llama) == d0
     assert out["n_edits"] == 2 and len(out["completions"]) == 3 and len(out["probabilities"]) == 2
     p = out["probabilities"][0]
-    want = float(torch.exp(-ev.target_nll(tiny_llama, ["Tower is in"], [" Rome"]))[0])
+    want = float(torch.exp(-em.target_nll(tiny_llama, ["Tower is in"], [" Rome"]))[0])
     assert abs(p["p_new_before"] - want) < 1e-6 and "P(Rome)" in out["_text"]
-    args.save = str(tmp_path / "e")
-    with pytest.raises(ValueError, match="--save"):
-        cli_edit(args, model=tiny_llama)
+    args.save = str(tmp_path / "e")  # FT-L edits save too: one file pair per edit, each re-applies what was written
+    out = cli_edit(args, model=tiny_llama)
+    assert digest(tiny_llama) == d0 and len(out["saved"]) == 2
+    for path in out["saved"]:
+        with tiny_llama.edited(rome.load_ft_edit(path)):
+            assert digest(tiny_llama) != d0
+    assert digest(tiny_llama) == d0
     eargs = types.SimpleNamespace(split="test", n=None, editor="ft", baseline="none", records=str(tmp_path / "r.jsonl"),
                                   layer=0, seed=0, gen_tokens=3, no_generation=True, no_drift=True, no_lens=True,
                                   out=None, csv=None, mom2_tokens=2000, json=True, batch_size=2, hparam=["steps=2"])

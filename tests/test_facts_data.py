@@ -1,6 +1,7 @@
-"""The second paraphrase set of the fact files (``paraphrase_prompts_other``, data/build_paraphrases_other.py).
+"""The second paraphrase set of the fact files (``paraphrase_prompts_other``, built by
+data/build/build_paraphrases_other.py).
 
-Fast, no model: reads the shipped files and the builder's templates."""
+Fast, no model: reads the shipped files (interp/editing/records/) and the builder's templates."""
 
 import json
 import sys
@@ -8,11 +9,14 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-sys.path.insert(0, str(DATA))
+from interp.editing.facts import default_path
 
-import build_paraphrases_other as bpo
-from build_facts import RELATIONS, mid
+DATA = default_path("facts.jsonl").parent  # the records shipped with the package
+BUILD = Path(__file__).resolve().parents[1] / "data" / "build"
+sys.path.insert(0, str(BUILD))  # the builders import their siblings by name, as when run as scripts
+
+import build_paraphrases_other as bpo  # noqa: E402
+from rules import RELATIONS, mid  # noqa: E402
 
 FILES = ["facts.jsonl", "facts_gemma.jsonl"]
 
@@ -107,7 +111,7 @@ def test_the_loader_keeps_the_field():
 
 
 def test_the_independent_facts_load_and_follow_the_record_format():
-    """data/facts_independent.jsonl (written without looking at facts.jsonl, never used for a choice): every record
+    """facts_independent.jsonl (written without looking at facts.jsonl, never used for a choice): every record
     valid for the loader, 100 of them, many relations, neighbours that are other subjects."""
     from interp.editing.facts import load_records
 

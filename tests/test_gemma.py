@@ -264,7 +264,7 @@ def test_causal_trace_matches_a_hand_written_restoration(gemma):
 
 
 def test_activation_patching_matches_a_manual_patch(gemma):
-    from interp.analyses.metrics import logit_diff
+    from interp.analyses.patching import logit_diff
 
     clean = "When Mary and John went to the store, John gave a drink to"
     corrupt = "When Mary and John went to the store, Mary gave a drink to"

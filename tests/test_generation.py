@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from interp.core import generation
-from interp.editing import evaluate as ev
+from interp.editing.eval import measure as ev
 
 PROMPTS = ["Hello there my", "The cat"]
 

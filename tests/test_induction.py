@@ -6,11 +6,11 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from interp.analyses import induction as ind
-from interp.analyses import induction_train as train_mod
+from interp.analyses.induction import handmade_induction_model
+from interp.analyses.induction import heads as ind
+from interp.analyses.induction import train as train_mod
 from interp.core.model import Model
 from interp.core.results import Result
-from interp.analyses.toy import handmade_induction_model
 
 
 @pytest.fixture(scope="module")

@@ -200,7 +200,7 @@ def test_frame_plots_and_display(tiny_gpt2, tmp_path):
 
 
 def test_cli_handler_json(tiny_llama, tmp_path):
-    from interp.cli import _jsonable
+    from interp.core.results import jsonable
 
     parser = argparse.ArgumentParser()
     add_cli(parser.add_subparsers())
@@ -208,7 +208,7 @@ def test_cli_handler_json(tiny_llama, tmp_path):
     args = parser.parse_args(["lens", TINY_TEXT, "--target", "s", "--target", "t", "--pos", "-1", "--out", str(out),
                               "--json"])
     data = cli_lens(args, model=tiny_llama)
-    doc = json.loads(json.dumps(_jsonable(data)))
+    doc = json.loads(json.dumps(jsonable(data)))
     assert doc["layers"][-1] == "final" and len(doc["top"]) == tiny_llama.n_layers + 1
     ref = logit_lens(tiny_llama, TINY_TEXT, targets=["s"], positions=[-1])
     assert doc["targets"]["s"]["rank"] == ref.target_ranks[:, 0, 0].tolist()

@@ -13,9 +13,10 @@ import torch
 
 import interp
 from interp.analyses.stats import mlp_key_second_moment, mlp_key_second_moments
-from interp.editing.evaluate import target_nll
+from interp.editing.eval.measure import target_nll
 from interp.editing.facts import load_records
-from interp.editing.memit import MemitEdit, default_layers, load_memit_edit, memit_edit
+from interp.editing.defaults import default_layers
+from interp.editing.memit import MemitEdit, load_memit_edit, memit_edit
 from interp.editing.memit_solve import as_requests
 
 FAST = {"v_steps": 6, "templates": ((5, 1),)}
@@ -327,7 +328,8 @@ def test_dev_facts_flip_on_the_embedded_model(embedded):
 
 
 def test_default_layers_and_facade(embedded):
-    chosen = json.loads((Path(__file__).parents[1] / "data" / "memit_layers.json").read_text())
+    study = Path(__file__).parents[1] / "studies" / "memit_layers"
+    chosen = json.loads((study / "memit_layers.json").read_text())
     assert default_layers(embedded) == chosen["chosen_layers"]
     assert default_layers(embedded)[-1] <= embedded.n_layers - 2
     assert interp.memit.edit is memit_edit and interp.memit.load is load_memit_edit

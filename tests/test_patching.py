@@ -9,9 +9,8 @@ import torch
 from matplotlib.figure import Figure
 
 import interp
-from interp.analyses.metrics import kl_to_clean, logit_diff, prob
-from interp.analyses.patching import PatchingResult
-from interp.analyses.toy import handmade_induction_model
+from interp.analyses.induction import handmade_induction_model
+from interp.analyses.patching import PatchingResult, kl_to_clean, logit_diff, prob
 from interp.core.model import Model
 
 CLEAN = ["The cat sat on the mat", "A bird flew over"]
@@ -199,7 +198,7 @@ def test_grouped_query_keys_are_patched_per_kv_group(tiny_llama):
 
 
 def test_kl_metric_and_prompt_pairs_input(tiny_llama):
-    from interp.analyses.datasets import induction_pairs
+    from interp.analyses.patching import induction_pairs
 
     pp = induction_pairs(tiny_llama, 3, seq_len=5, seed=1)
     r = interp.activation_patching(tiny_llama, pp, over="resid_pre", positions="all", layers=[0])
@@ -325,7 +324,7 @@ def test_compare_against_an_independent_computation():
 # ---------------------------------------------------------------------------------------------- embedded model
 @pytest.mark.slow
 def test_embedded_ioi_patching_and_atp(embedded):
-    from interp.analyses.datasets import ioi
+    from interp.analyses.patching import ioi
 
     pp = ioi(embedded, 4, seed=0)
     r = interp.activation_patching(embedded, pp, over="resid_pre", positions="last", layers=[0, 15, 29])

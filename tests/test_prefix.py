@@ -1,9 +1,10 @@
-"""Tails run against kept heads (interp.core.prefix): the same logits, hooks and gradients as the whole rows."""
+"""Tails run against kept heads (interp.editing.prefix): the same logits, hooks and gradients as the whole rows."""
 
 import pytest
 import torch
 
-from interp.core import caches, prefix
+from interp.core import caches
+from interp.editing import prefix
 from interp.core.generation import selected_logits
 from interp.core.inputs import pad_rows
 

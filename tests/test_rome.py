@@ -14,8 +14,11 @@ from interp import rome
 from interp.cli.edit import cli_edit
 from interp.core import caches
 from interp.editing import base as editing_base
+from interp.editing import defaults as editing_defaults
+from interp.editing import drift as editing_drift
 from interp.editing import rome as editing_rome
-from interp.editing.eval_measure import drift_texts, text_nll
+from interp.editing import vstar
+from interp.editing.drift import drift_texts, text_nll
 from interp.analyses.stats import mlp_key_second_moment
 
 LAYER = 4  # a layer of the embedded model (the default edit layer is checked separately)
@@ -79,16 +82,16 @@ def test_update_is_rank_one_and_maps_key_to_value(embedded, eiffel):
     s = torch.linalg.svdvals(delta)
     assert s[1] <= 1e-5 * s[0]
     assert torch.allclose(delta, torch.outer(e.u, e.v), atol=1e-6 * float(delta.abs().max()) + 1e-9)
-    out = rome.mlp_out_apply(embedded, LAYER, e.key)  # float64, edited weights
+    out = editing_base.mlp_out_apply(embedded, LAYER, e.key)  # float64, edited weights
     assert float((out - e.value).norm() / e.value.norm()) <= 1e-4
     # and the unedited matrix did not already do so
     assert float((e.key @ before.double().T - e.value).norm() / e.value.norm()) > 1e-2
 
 
 def test_the_v_star_steps_run_each_head_once_and_make_the_whole_rows_edit(embedded, embedded_stats, monkeypatch):
-    """The tokens before each row's subject position do not depend on delta: they run once (interp.core.prefix)
+    """The tokens before each row's subject position do not depend on delta: they run once (interp.editing.prefix)
     and every step runs the tails. The edit equals the one optimised on the whole rows, up to float rounding."""
-    from interp.core import prefix
+    from interp.editing import prefix
     from interp.editing import vstar
 
     assert prefix.usable(embedded)
@@ -216,7 +219,7 @@ def test_target_that_is_already_the_answer_is_refused(embedded, eiffel, embedded
 def test_default_layer_of_the_embedded_model_is_in_range(embedded):
     layer = rome.default_layer(embedded)
     assert 0 <= layer < embedded.n_layers
-    assert layer == rome.DEFAULT_LAYERS[embedded.fingerprint]
+    assert layer == editing_defaults.DEFAULTS[embedded.fingerprint].layer
 
 
 # ----------------------------------------------------------------------------------------------- tiny models
@@ -234,11 +237,11 @@ def test_tiny_edit_rank_one_key_value_and_revert(tiny):
         delta = matrix(model, 0).double() - before.double()
         s = torch.linalg.svdvals(delta)
         assert s[1] <= 1e-5 * s[0] and s[0] > 0
-        out = rome.mlp_out_apply(model, 0, e.key)
+        out = editing_base.mlp_out_apply(model, 0, e.key)
         assert float((out - e.value).norm() / e.value.norm()) <= 1e-4
         # the bias (GPT-2) is part of v*: v* - M k* - b is exactly the optimized delta u
         m64 = before.double()
-        assert torch.allclose(e.value - e.key @ m64.T - rome.mlp_out_bias(model, 0), e.u, atol=1e-5)
+        assert torch.allclose(e.value - e.key @ m64.T - editing_base.mlp_out_bias(model, 0), e.u, atol=1e-5)
     finally:
         e.revert()
     assert digest(model) == d0
@@ -252,7 +255,7 @@ def _template_keys(model, e, layer=0):
     for tpl in e.templates:
         text = tpl.replace("{}", e.request["prompt"]).replace("{}", e.request["subject"])
         end = text.index(e.request["subject"]) + len(e.request["subject"])
-        pos = rome.subject_last_index(model, text, end)
+        pos = vstar.subject_last_index(model, text, end)
         out.append(model.cache(text, [name])[name][0, pos].double())
     return torch.stack(out)
 
@@ -358,7 +361,7 @@ def test_failure_inside_the_weight_write_restores(tiny, monkeypatch):
 
     monkeypatch.setattr(torch.Tensor, "copy_", half_copy)
     with pytest.raises(KeyboardInterrupt):
-        rome.write_matrix(types.SimpleNamespace(), model, 0, matrix(model, 0) + 1.0)
+        editing_base.write_matrix(types.SimpleNamespace(), model, 0, matrix(model, 0) + 1.0)
     monkeypatch.undo()
     assert len(calls) == 2  # written once, restored once
     assert digest(model) == d0
@@ -386,7 +389,7 @@ def test_model_edited_reverts_after_an_exception(tiny, tmp_path):
             assert digest(model) != d0
             raise RuntimeError("boom")
     assert digest(model) == d0 and not e.applied
-    with e.applied_to(model):
+    with model.edited(e):
         with pytest.raises(ValueError, match="already applied"):
             e.apply(model)
     assert digest(model) == d0
@@ -433,10 +436,10 @@ def test_missing_edit_files_and_wrong_stats(tmp_path, tiny):
 
 
 def test_context_templates_are_seeded_and_stored(tiny_llama):
-    a = rome.context_templates(tiny_llama, seed=3, spec=((4, 2), (6, 1)))
+    a = vstar.context_templates(tiny_llama, seed=3, spec=((4, 2), (6, 1)))
     caches.clear(tiny_llama, "rome.templates")
-    b = rome.context_templates(tiny_llama, seed=3, spec=((4, 2), (6, 1)))
-    c = rome.context_templates(tiny_llama, seed=4, spec=((4, 2), (6, 1)))
+    b = vstar.context_templates(tiny_llama, seed=3, spec=((4, 2), (6, 1)))
+    c = vstar.context_templates(tiny_llama, seed=4, spec=((4, 2), (6, 1)))
     assert a == b and a != c and len(a) == 4 and a[0] == "{}"
     assert all(t.endswith(". {}") and t.count("{}") == 1 for t in a[1:])
 
@@ -444,8 +447,8 @@ def test_context_templates_are_seeded_and_stored(tiny_llama):
 def test_subject_last_index_matches_prefix_tokenization(embedded):
     text = "Therefore, we went. The Eiffel Tower is located in"
     end = text.index("Tower") + len("Tower")
-    assert rome.subject_last_index(embedded, text, end) == embedded.to_tokens(text[:end]).shape[1] - 1
-    assert embedded.to_str_tokens(text)[rome.subject_last_index(embedded, text, end)] == " Tower"
+    assert vstar.subject_last_index(embedded, text, end) == embedded.to_tokens(text[:end]).shape[1] - 1
+    assert embedded.to_str_tokens(text)[vstar.subject_last_index(embedded, text, end)] == " Tower"
 
 
 def test_subject_token_picks_the_edited_subject_token(embedded):
@@ -527,7 +530,7 @@ def test_loss_guard_measures_the_edit_on_its_own_texts(tiny):
     model, stats = tiny
     d0 = digest(model)
     e = rome.edit(model, **TINY, stats=stats, max_loss_rise=1e9)  # measure, never refuse
-    texts = editing_base.guard_texts(model)
+    texts = editing_drift.guard_texts(model)
     with_edit = text_nll(model, texts)
     e.revert()
     assert digest(model) == d0

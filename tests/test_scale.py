@@ -1,4 +1,4 @@
-"""Sequential and mass editing (interp.editing.scale): a run that changes nothing measures exactly zero drift and
+"""Sequential and mass editing (interp.editing.eval.scale): a run that changes nothing measures exactly zero drift and
 entropy change and the unedited efficacy; a harmful edit is caught as collapse at the step that made it; the
 checkpoint scores of two ROME edits equal evaluate()'s scores of the same two edits applied together; every run
 ends with the weights bit-identical; bad input is refused before anything runs."""
@@ -9,12 +9,15 @@ import math
 import pytest
 import torch
 
+from interp.editing import defaults as editing_defaults
 from interp.editing import rome as editing_rome
-from interp.editing.eval_measure import fact_scores, measure_probs
-from interp.editing.evaluate import evaluate
+from interp.editing.eval.measure import fact_scores, measure_probs
+from interp.editing.eval.run import evaluate
+from interp.editing.eval.scale import retention, sequential_edits
+from interp.editing.eval.scale_result import ScaleResult, mass_table, plot_mass
 from interp.editing.facts import load_records
 from interp.editing.ft import ft_edit
-from interp.editing.scale import ScaleResult, mass_table, plot_mass, retention, sequential_edits
+from interp.editing.hparams import RomeHparams
 
 FAST = {"v_steps": 5, "templates": [[5, 1]]}
 
@@ -155,7 +158,7 @@ def test_a_fact_forgotten_later_is_told_apart_from_one_never_flipped(embedded, f
     """Step 1 FT-L-edits fact 0 (it flips); step 2 writes the unedited matrix back, so fact 0 is forgotten and
     fact 1 (not edited) never flips; step 3 changes nothing. Each edit's ``flipped`` is its fact's efficacy
     scored in full (measure_probs) at a checkpoint right after its step."""
-    layer = editing_rome.default_layer(embedded)
+    layer = editing_defaults.default_layer(embedded)
     unedited = embedded.mlp_out_matrix(layer).detach().clone()
 
     class Reset:
@@ -205,10 +208,10 @@ def test_checkpoint_scores_equal_evaluate_with_the_same_edits(embedded, facts):
     two = facts[:2]
     res = sequential_edits(embedded, two, "rome", hparams=FAST, progress=False, generation=False, drift=False,
                            score_before=False)
-    seq = dict(editing_rome.SEQUENTIAL_HPARAMS[embedded.fingerprint])
-    assert seq.pop("max_loss_rise") == editing_rome.GUARD_BOUND
-    assert seq["clamp_norm_factor"] < editing_rome.RomeHparams.clamp_norm_factor
-    assert seq["v_loss_stop"] > editing_rome.RomeHparams.v_loss_stop
+    seq = dict(editing_defaults.DEFAULTS[embedded.fingerprint].sequential["rome"])
+    assert seq.pop("max_loss_rise") == editing_defaults.GUARD_BOUND
+    assert seq["clamp_norm_factor"] < RomeHparams.clamp_norm_factor
+    assert seq["v_loss_stop"] > RomeHparams.v_loss_stop
     ev = evaluate(embedded, two, "rome", hparams={**seq, **FAST}, batch_size=2, generation=False, drift=False,
                   lens=False, progress=False).to_json()
     final = res.final_scores()
@@ -220,13 +223,17 @@ def test_checkpoint_scores_equal_evaluate_with_the_same_edits(embedded, facts):
     diag = [e for r in res.steps for e in r["edits"]]
     assert [e["case_id"] for e in diag] == [f.case_id for f in two]
     assert all(0 < e["opt_p_final"] <= 1 and e["key_dot"] > 0 and e["relative_update"] > 0 for e in diag)
-    assert res.hparams["max_loss_rise"] == editing_rome.GUARD_BOUND > 0
-    assert all(abs(e["loss_rise"]) < editing_rome.GUARD_BOUND for e in diag)
+    assert res.hparams["max_loss_rise"] == editing_defaults.GUARD_BOUND > 0
+    assert all(abs(e["loss_rise"]) < editing_defaults.GUARD_BOUND for e in diag)
     assert {k: res.hparams[k] for k in seq} == seq and all(e["delta_norm"] <= e["clamp"] * (1 + 1e-6) for e in diag)
+    # the run records what the defaults table set (every entry FAST does not override)
+    table = editing_defaults.DEFAULTS[embedded.fingerprint].sequential["rome"]
+    assert res.settings["sequential_defaults"] == {k: v for k, v in table.items() if k not in FAST}
     # the same call with the single-edit values wins over the defaults and makes a larger edit
     big = sequential_edits(embedded, two[:1], "rome", hparams={**FAST, "clamp_norm_factor": 4.0}, progress=False,
                            generation=False, drift=False, score_before=False)
     assert big.hparams["clamp_norm_factor"] == 4.0 and big.hparams["v_loss_stop"] == seq["v_loss_stop"]
+    assert "clamp_norm_factor" not in big.settings["sequential_defaults"]
     assert big.steps[0]["edits"][0]["clamp"] == pytest.approx(diag[0]["clamp"] * 4.0 / seq["clamp_norm_factor"])
     assert embedded.weights_digest() == digest
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
+from interp.analyses.induction import AttnOnlyTransformer, ToyConfig, handmade_induction_model
 from interp.core.model import Model
-from interp.analyses.toy import AttnOnlyTransformer, ToyConfig, handmade_induction_model
 
 SMALL = ToyConfig(n_layers=2, d_model=32, n_heads=4, d_vocab=20, n_ctx=24)
 

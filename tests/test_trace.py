@@ -5,7 +5,9 @@ import json
 import pytest
 import torch
 
-from interp.analyses.trace import (
+from interp.analyses.trace import FactTraceResult, fact_prompt, prompt_and_subject, trace_facts
+from interp.analyses.trace.corrupt import noise_draws
+from interp.analyses.trace.trace import (
     _baseline,
     _Corrupted,
     _grow_probs,
@@ -13,8 +15,6 @@ from interp.analyses.trace import (
     _plain_probs,
     causal_trace,
 )
-from interp.analyses.trace_corrupt import noise_draws, prompt_and_subject
-from interp.analyses.trace_facts import FactTraceResult, fact_prompt, trace_facts
 
 TEXT = "The Eiffel Tower is in Paris"
 SUBJECT = "Eiffel"
@@ -267,7 +267,7 @@ def test_result_protocol_and_keyword_only_out(tiny_llama, tmp_path):
     tr = causal_trace(tiny_llama, TEXT, SUBJECT, samples=2, kinds=("mlp",), positions=["last_subject"])
     doc = tr.to_json()
     assert json.loads(json.dumps(doc)) == doc and doc["target"] == tr.target and doc["noise_basis"]
-    assert tr.to_dict() == doc  # the deprecated spelling still answers
+    assert not hasattr(tr, "to_dict")  # the unreleased spelling is gone
     assert tr.plot("mlp", out=tmp_path / "a.png", value="effect") is not None and (tmp_path / "a.png").exists()
     with pytest.raises(TypeError):
         tr.plot("mlp", tmp_path / "b.png")  # out is keyword-only
@@ -291,7 +291,7 @@ def test_multi_token_target_is_scored_by_its_first_token_and_named(tiny_llama):
 
 
 def test_noise_scale_is_cached_per_model(tiny_llama):
-    from interp.analyses.trace import embedding_std  # still importable from its old place
+    from interp.analyses.trace import embedding_std
     from interp.core.caches import model_cache
 
     sigma = embedding_std(tiny_llama)
@@ -390,7 +390,7 @@ def test_replace_grow_engine_equals_plain_engine(sharp_gpt2):
 def test_replacement_is_picked_by_the_documented_rule(sharp_llama):
     import random
 
-    from interp.analyses.trace_corrupt import SUBJECTS
+    from interp.analyses.trace import SUBJECTS
 
     model = sharp_llama
     tr = causal_trace(model, TEXT, SUBJECT, corruption="replace", kinds=("mlp",), positions=["last_subject"])

@@ -14,9 +14,16 @@ import torch
 import interp
 from interp import cli
 from interp.analyses.lens import logit_lens
-from interp.analyses.tuned_lens import TunedLens, load_tuned_lens, split_documents, tuned_lens
-from interp.analyses.tuned_lens_eval import evaluate_lens, heldout_positions, prediction_depth
-from interp.analyses.tuned_lens_train import train_tuned_lens
+from interp.analyses.tuned_lens import (
+    TunedLens,
+    evaluate_lens,
+    load_tuned_lens,
+    prediction_depth,
+    split_documents,
+    train_tuned_lens,
+    tuned_lens,
+)
+from interp.analyses.tuned_lens.evaluate import heldout_positions
 
 TEXT = "The cat sat on the mat."
 PROMPT = "The Eiffel Tower is located in the city of"
@@ -298,7 +305,7 @@ def test_a_small_lens_on_the_embedded_model_beats_the_logit_lens(embedded):
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-4), (torch.bfloat16, 3e-2)])
 def test_kl_step_loss_and_gradient_match_autograd(tiny_llama, dtype, tol):
     """The hand-written KL and its gradient, in either W_U precision, against float64 autograd of the definition."""
-    from interp.analyses.tuned_lens_train import KLStep
+    from interp.analyses.tuned_lens.train import KLStep
 
     kls = KLStep(tiny_llama, dtype=dtype)
     assert kls.dtype is dtype and kls.W.dtype is dtype

@@ -1,11 +1,11 @@
-"""Down projections kept, written and varied per row (interp.core.variants): each group of a batch computes what
+"""Down projections kept, written and varied per row (interp.editing.matrices): each group of a batch computes what
 the model with that group's matrices written in computes, through the bridge and through the KV-cached twin."""
 
 import pytest
 import torch
 
 from interp.core import generation
-from interp.core.variants import kept_matrices, row_matrices, written_matrices
+from interp.editing.matrices import kept_matrices, row_matrices, written_matrices
 
 
 def _noisy(model, layer, seed, scale=0.05):

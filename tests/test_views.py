@@ -13,7 +13,11 @@ import torch
 import interp
 from interp.core.results import Result
 from interp.core.views import View, ViewTooLarge, rounded, script_json, u8
-from interp.core.views.page import ASSET_DIR, SCRIPTS
+from interp.core.views.page import ASSET_DIR
+from interp.core.views.table import SCRIPT as TABLE_SCRIPT
+
+PKG = ASSET_DIR.parent.parent  # interp/
+SCRIPTS = sorted(PKG.rglob("*.js"))  # common.js and every view's script, wherever it sits
 
 EVIL = "</script><script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\"><!--"
 
@@ -53,15 +57,56 @@ def test_u8_codes_are_within_half_a_step():
 
 def test_every_script_is_our_own_and_fetches_nothing():
     """Plain JavaScript written here: no network API, no dynamic code, no markup from data."""
-    for name in set(SCRIPTS.values()) | {"common.js"}:
+    assert len(SCRIPTS) >= 8
+    for path in SCRIPTS:
         # the SVG namespace is a name, not an address: nothing is requested from it
-        js = (ASSET_DIR / name).read_text(encoding="utf-8").replace('"http://www.w3.org/2000/svg"', "SVG")
+        js = path.read_text(encoding="utf-8").replace('"http://www.w3.org/2000/svg"', "SVG")
         for banned in ("fetch(", "XMLHttpRequest", "WebSocket", "EventSource", "sendBeacon", "import(", "eval(",
                        "new Function", "innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "http:",
                        "https:", "</script"):
-            assert banned not in js, f"{name} uses {banned}"
+            assert banned not in js, f"{path.relative_to(PKG)} uses {banned}"
     css = (ASSET_DIR / "views.css").read_text(encoding="utf-8")
     assert "url(" not in css and "@import" not in css and "@font-face" not in css
+
+
+def test_each_view_script_sits_beside_its_module_and_the_page_builder_names_none():
+    """A view kind's script is a ``<module>.js`` beside the ``<module>.py`` that builds the view with it
+    (``SCRIPT = Path(__file__).with_name(...)``); core/views/page.py knows no kind and no script by name."""
+    kinds = {}
+    for js in SCRIPTS:
+        if js == ASSET_DIR / "common.js":
+            continue
+        builder = js.with_suffix(".py")
+        assert builder.is_file(), f"{js.relative_to(PKG)} has no module of the same name beside it"
+        src = builder.read_text(encoding="utf-8")
+        assert f'SCRIPT = Path(__file__).with_name("{js.name}")' in src, builder.relative_to(PKG)
+        registered = re.findall(r"\bV\.renderers\.(\w+)\s*=", js.read_text(encoding="utf-8"))
+        assert registered, f"{js.relative_to(PKG)} registers no renderer"
+        for kind in registered:
+            assert kind not in kinds, f"view kind {kind!r} is registered twice"
+            built = re.search(rf'View\("{kind}", .*?script=SCRIPT\)', src, re.DOTALL)
+            assert built, f"{builder.relative_to(PKG)} builds no {kind!r} view with its SCRIPT"
+            kinds[kind] = js
+    assert {"attention", "lens", "dla", "neurons", "activations", "grid", "table", "edit"} <= set(kinds)
+    page = (ASSET_DIR / "page.py").read_text(encoding="utf-8")
+    for kind, js in kinds.items():
+        assert not re.search(rf"\b{kind}\b", page) and js.name not in page, f"page.py names {kind!r}"
+    shared = {p.name for p in ASSET_DIR.iterdir() if p.suffix in (".js", ".css")}
+    assert shared == {"common.js", "views.css", "grid.js", "table.js"}  # a new analysis adds nothing to core
+
+
+def test_a_view_checks_its_script(tmp_path):
+    data = {"title": "t", "summary": "", "columns": [], "rows": [], "n_rows": 0}
+    assert "renderers.table" in View("table", "t", data, script=TABLE_SCRIPT).page()
+    with pytest.raises(FileNotFoundError, match="no_such.js"):
+        View("table", "t", data, script=tmp_path / "no_such.js")
+    with pytest.raises(ValueError, match="registers no renderer for view kind 'lens'"):
+        View("lens", "t", data, script=TABLE_SCRIPT)
+    with pytest.raises(ValueError, match="lower-case"):
+        View("Table<x>", "t", data, script=TABLE_SCRIPT)
+    mine = tmp_path / "mine_view.js"  # a view of one's own, outside the package, needs only its script
+    mine.write_text('(function () { window.InterpViews.renderers.mine = function (root, d) {}; })();\n')
+    assert "renderers.mine" in View("mine", "t", {"title": "t"}, script=mine).page()
 
 
 def test_a_page_is_self_contained(tiny_llama):
@@ -145,7 +190,7 @@ def test_dla_view_holds_the_head_matrix_and_the_layer_parts(tiny_llama):
 
 
 def test_trace_and_patching_views_hold_their_grids(tiny_llama):
-    from interp.analyses.metrics import logit_diff
+    from interp.analyses.patching import logit_diff
 
     tr = interp.causal_trace(tiny_llama, "The Tower is in Rome", "Tower", samples=2, window=2)
     d = page_data(tr.view())
@@ -177,7 +222,7 @@ def test_neuron_view_holds_activations_in_context(tiny_llama):
 
 
 def test_edit_comparison_measures_before_and_after(tiny_llama):
-    from interp.editing.evaluate import fact_probs
+    from interp.editing.eval.measure import fact_probs
     from interp.editing.ft import ft_edit
 
     e = ft_edit(tiny_llama, "{} is in", "Tower", " Rome", 0, steps=2, lr=5e-2, norm_constraint=5e-2)
@@ -263,7 +308,7 @@ def test_attention_html_without_layer_writes_the_whole_model(tiny_llama, tmp_pat
 def _read(path) -> View:
     m = re.search(r'<script type="application/json" id="interp-data">(.*?)</script>',
                   path.read_text(encoding="utf-8"), re.DOTALL)
-    return View("table", "", json.loads(m.group(1)))
+    return View("table", "", json.loads(m.group(1)), script=TABLE_SCRIPT)
 
 
 def test_html_flag_errors_come_before_the_model_loads(capsys, monkeypatch, tmp_path):

@@ -172,7 +172,7 @@ def test_neuron_view_hover_shows_the_activation(tiny_llama, opened, tmp_path):
 
 
 def test_trace_and_patching_views_hover_values(tiny_llama, opened, tmp_path):
-    from interp.analyses.metrics import logit_diff
+    from interp.analyses.patching import logit_diff
 
     tr = interp.causal_trace(tiny_llama, "The Tower is in Rome", "Tower", samples=2, window=2)
     v = opened(tr.save_html(tmp_path / "trace.html"))
@@ -233,7 +233,7 @@ def test_a_prompt_of_markup_runs_nothing_in_any_view(tiny_llama, opened, tmp_pat
     it must show as text, run no script and send no request."""
     from dataclasses import replace
 
-    from interp.analyses.metrics import logit_diff
+    from interp.analyses.patching import logit_diff
     from interp.core.corpus import Doc
     from interp.editing.compare import EditComparison
 

@@ -6,10 +6,14 @@ causal lower triangle only: 30 layers x 9 heads over 64 tokens take ~0.56 MB of 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from ..core.views import View, check_size, rounded, u8
 from ..core.views.select import pick, pick_positions
+
+SCRIPT = Path(__file__).with_name("attention_view.js")  # draws the view kind "attention"
 
 
 def attention_view(res, *, layers=None, heads=None, positions=None, stats=None, max_bytes=None) -> View:
@@ -43,4 +47,4 @@ def attention_view(res, *, layers=None, heads=None, positions=None, stats=None, 
     if not full:
         data["summary"] += (f"; view of positions {pos[0]}..{pos[-1]} ({n} of {len(res.str_tokens)}): attention "
                             "to keys outside them is not shown")
-    return View("attention", data["title"], data)
+    return View("attention", data["title"], data, script=SCRIPT)

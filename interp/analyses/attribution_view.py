@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..core.views import View, rounded
+
+SCRIPT = Path(__file__).with_name("attribution_view.js")  # draws the view kind "dla"
 
 
 def dla_view(res) -> View:
@@ -15,4 +19,4 @@ def dla_view(res) -> View:
             "position": d.pos, "position_token": d.str_tokens[d.pos], "value": res.model_value,
             "total": res.total(), "remainder": res.remainder, "heads": rounded(res.head_matrix(), 6),
             "parts": parts, "embedding": res.embedding_share()}
-    return View("dla", data["title"], data)
+    return View("dla", data["title"], data, script=SCRIPT)

@@ -4,8 +4,12 @@ each token's text once, and every target's probability and rank per cell: ~60 KB
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..core.views import View, check_size, rounded
 from ..core.views.select import pick_positions
+
+SCRIPT = Path(__file__).with_name("lens_view.js")  # draws the view kind "lens"
 
 
 def lens_view(res, *, positions=None, max_bytes=None) -> View:
@@ -28,4 +32,4 @@ def lens_view(res, *, positions=None, max_bytes=None) -> View:
             "labels": list(res.labels), "tokens": list(res.str_tokens), "positions": wanted, "k": k,
             "top_ids": ids, "top_probs": rounded(res.top_probs[:, cols].reshape(-1), 4),
             "vocab": {str(i): res.token(i) for i in sorted(set(ids))}, "targets": targets}
-    return View("lens", data["title"], data)
+    return View("lens", data["title"], data, script=SCRIPT)

@@ -4,9 +4,13 @@ activations."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from ..core.views import View, rounded
+
+SCRIPT = Path(__file__).with_name("neurons_view.js")  # draws the view kinds "neurons", "activations"
 
 
 def scan_view(scan, neurons: list[int], *, doc_ids, probe=None, before: int = 10, after: int = 3,
@@ -51,11 +55,11 @@ def scan_view(scan, neurons: list[int], *, doc_ids, probe=None, before: int = 10
             "neurons": out, "vocab_note": note,
             "note": "" if probe is not None else "no model attached to this scan: only each context's top token "
                                                  "has a value, and the vocabulary projection is left out"}
-    return View("neurons", data["title"], data)
+    return View("neurons", data["title"], data, script=SCRIPT)
 
 
 def activations_view(res, neurons=None) -> View:
     shown = res.top(5) if neurons is None else ([neurons] if isinstance(neurons, int) else list(neurons))
     data = {"title": f"layer {res.layer} neuron activations", "summary": res.summary(), "layer": res.layer,
             "tokens": list(res.str_tokens), "neurons": shown, "acts": [rounded(res.of(n), 4) for n in shown]}
-    return View("activations", data["title"], data)
+    return View("activations", data["title"], data, script=SCRIPT)

@@ -36,13 +36,6 @@ __all__ = ["main", "build_parser", "add_common", "load_model", "section", "COMMA
 # The command groups, in the order their subcommands appear in --help.
 COMMAND_MODULES = [lens, tuned_lens, attribution, attention, neurons, induction, reproduce, trace, edit, dist,
                    patch]
-ANALYZER_MODULES = [m.__name__ for m in COMMAND_MODULES]
-_jsonable = jsonable  # the name earlier releases exported
-
-
-def analyzer_modules() -> list:
-    """The command-group modules (kept for callers of earlier releases; see COMMAND_MODULES)."""
-    return list(COMMAND_MODULES)
 
 
 def _info(args) -> dict:

@@ -6,21 +6,21 @@ from __future__ import annotations
 
 import json
 import random
-import types
+from dataclasses import fields
 
 import pandas as pd
 import torch
 
 from ..core.generation import sample_text
 from ..core.inputs import check_int
-from ..editing.compare import compare_edit
-from ..editing.eval_measure import measure_probs
-from ..editing.evaluate import DEMO_PROMPTS, EDITORS, compare_completions, evaluate
-from ..editing.facts import check_prompt, check_target, load_records, records_file
-from ..editing.ft import ft_edit, ft_hparams
-from ..editing.memit import memit_edit
-from ..editing.memit_solve import MemitHparams
-from ..editing.rome import RomeHparams, default_layer, edit
+from ..editing.compare import compare_completions, compare_edit
+from ..editing.defaults import default_layer
+from ..editing.eval.measure import score_prompts
+from ..editing.eval.run import DEMO_PROMPTS, evaluate
+from ..editing.facts import Request, load_records, records_file
+from ..editing.hparams import VStarHparams
+from ..editing.registry import EDITORS, bind, editor_spec
+from ..editing.rome import edit
 from .common import add_common, add_html, html_path, load_model, save_view, section
 
 def add_cli(subparsers) -> None:
@@ -39,8 +39,8 @@ def add_cli(subparsers) -> None:
                    help="edit every record of this JSON-lines file instead of --prompt/--subject/--target (MEMIT: "
                         "in one batch; ROME / FT-L: one after another)")
     p.add_argument("--save", default=None, metavar="FILE",
-                   help="write FILE.safetensors + FILE.json (ROME or MEMIT; ROME with --records: FILE_<i> per edit)")
-    p.add_argument("--mom2-tokens", type=int, default=RomeHparams.mom2_n_tokens,
+                   help="write FILE.safetensors + FILE.json (several edits: FILE_<i> per edit)")
+    p.add_argument("--mom2-tokens", type=int, default=VStarHparams.mom2_n_tokens,
                    help="Wikipedia tokens for the key statistics C (cached on disk)")
     p.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE",
                    help="override a hyperparameter of --editor (JSON value), e.g. kl_factor=0.1 (repeatable)")
@@ -62,7 +62,8 @@ def add_cli(subparsers) -> None:
     p.add_argument("--baseline", choices=[*EDITORS, "none"], default="none",
                    help="also evaluate this editor on the same records (reported under 'baseline')")
     p.add_argument("--records", default=None, metavar="FILE",
-                   help="JSON-lines records (default: the model's, data/facts.jsonl or data/facts_gemma.jsonl)")
+                   help="JSON-lines records (default: the model's, shipped in interp/editing/records/: "
+                        "facts.jsonl or facts_gemma.jsonl)")
     p.add_argument("--layer", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--gen-tokens", type=int, default=40, help="tokens per generation sample (entropy)")
@@ -72,7 +73,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--out", default=None, metavar="PNG", help="save the before/after plot")
     p.add_argument("--csv", default=None, metavar="FILE", help="save the per-record table")
     add_html(p, "the per-record table")
-    p.add_argument("--mom2-tokens", type=int, default=RomeHparams.mom2_n_tokens,
+    p.add_argument("--mom2-tokens", type=int, default=VStarHparams.mom2_n_tokens,
                    help="Wikipedia tokens for the key statistics C (cached on disk)")
     p.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE",
                    help="override a hyperparameter of --editor (JSON value), e.g. kl_factor=0.1 (repeatable)")
@@ -95,18 +96,12 @@ def parse_hparams(items) -> dict:
 
 
 def editor_hparams(editor: str, mom2_tokens: int, extra: dict) -> dict:
-    """The keyword overrides ``editor`` gets from the flags, checked (ValueError) before any model loads."""
-    if editor == "rome":
-        hp = {"mom2_n_tokens": mom2_tokens, **extra}
-        RomeHparams.make(**hp)
-    elif editor == "memit":
-        hp = {"mom2_n_tokens": mom2_tokens, **extra}
-        MemitHparams.make(**{k: v for k, v in hp.items() if k != "layers"})
-    elif editor == "ft":
-        hp = dict(extra)
-        ft_hparams(hp)
-    else:
-        raise ValueError(f"editor {editor!r} not known; allowed: {', '.join(EDITORS)}")
+    """The keyword overrides ``editor`` gets from the flags, checked (ValueError) before any model loads; an editor
+    with key statistics gets ``--mom2-tokens``. A ``layers`` entry names the layers to write."""
+    spec = editor_spec(editor)
+    names = {f.name for f in fields(spec.hparams)}
+    hp = {"mom2_n_tokens": mom2_tokens, **extra} if "mom2_n_tokens" in names else dict(extra)
+    spec.hparams.make(**{k: v for k, v in hp.items() if k != "layers"})
     return hp
 
 
@@ -117,92 +112,54 @@ def cli_edit(args, model=None) -> dict:
     check_int("--mom2-tokens", args.mom2_tokens, 1)
     editor = getattr(args, "editor", "rome")
     hp = editor_hparams(editor, args.mom2_tokens, parse_hparams(getattr(args, "hparam", [])))
-    if args.save and editor == "ft":
-        raise ValueError("--save: FT-L edits have no file format (ROME and MEMIT edits do); drop --save or use "
-                         "--editor rome|memit")
-    if getattr(args, "records", None) or editor != "rome":
-        facts = load_records(args.records) if getattr(args, "records", None) else None
-        if facts is None:
-            check_prompt(args.prompt, args.subject)
-            check_target(args.target)
-        if html_path(args) is not None:
-            raise ValueError("--html shows one ROME edit; drop --html, or --records / --editor")
-        return edit_records(model or load_model(args), args, editor, hp, facts)
-    check_prompt(args.prompt, args.subject)
-    check_target(args.target)
+    records = getattr(args, "records", None)
+    facts = load_records(records) if records else [Request(args.prompt, args.subject, args.target)]
     html = html_path(args)
+    if html is not None and (records or editor_spec(editor).one is None):
+        raise ValueError("--html shows one edit of one fact; drop --html, or --records / an editor of many facts")
     model = model or load_model(args)
-    prompts = [args.prompt.replace("{}", args.subject)] + list(args.also)
+    prompts = [f.text for f in facts] + list(args.also)
     before = sample_text(model, prompts, args.tokens, greedy=True)
-    e = edit(model, args.prompt, args.subject, args.target, args.layer, seed=args.seed, progress=True, **hp)
+    p_before = _rewrite_probs(model, facts)
+    ed = bind(model, editor, layer=args.layer, seed=args.seed, hparams=hp, progress=True)
+    handles, saved, report = [], [], None
     try:
+        if ed.many is not None:
+            handles.append(ed.many(facts))
+        for f in facts if ed.many is None else ():
+            handles.append(ed.one(f))
         after = sample_text(model, prompts, args.tokens, greedy=True)
-        saved = str(e.save(args.save)) if args.save else None
-        report = None
-        if html is not None:
-            rec = record_for(args.prompt, args.subject, model)
-            report = compare_edit(model, e, paraphrases=rec.paraphrase_prompts if rec else (),
-                                  neighbours=rec.neighborhood_prompts if rec else (), prompts=prompts,
-                                  n_tokens=args.tokens)
-    finally:
-        e.revert()
-    completions = [{"prompt": p, "before": b, "after": a} for p, b, a in zip(prompts, before, after)]
-    data = {**e.to_json(), "completions": completions, "saved": saved, "_text": edit_report(e, completions, saved)}
-    return save_view(report, html, data) if report is not None else data
-
-
-def edit_records(model, args, editor: str, hp: dict, facts=None) -> dict:
-    """``interp edit`` with ``--records`` or another editor than ROME: edit every fact (MEMIT in one call, ROME /
-    FT-L one after another), print completions and P(target_new) / P(target_true) on each rewrite prompt before
-    and after, save (``--save``), revert everything."""
-    requests = ([{"prompt": f.prompt, "subject": f.subject, "target_new": f.target_new, "text": f.text,
-                  "target_true": f.target_true} for f in facts] if facts else
-                [{"prompt": args.prompt, "subject": args.subject, "target_new": args.target,
-                  "text": args.prompt.replace("{}", args.subject), "target_true": None}])
-    prompts = [r["text"] for r in requests] + list(args.also)
-    probe = [types.SimpleNamespace(text=r["text"], paraphrase_prompts=(), neighborhood_prompts=(), extra={},
-                                   target_new=r["target_new"], target_true=r["target_true"] or r["target_new"])
-             for r in requests]
-    before = sample_text(model, prompts, args.tokens, greedy=True)
-    p_before = measure_probs(model, probe)
-    handles, saved = [], []
-    try:
-        if editor == "memit":
-            hp = dict(hp)
-            handles.append(memit_edit(model, [{k: r[k] for k in ("prompt", "subject", "target_new", "target_true")}
-                                              for r in requests], hp.pop("layers", None), seed=args.seed,
-                                      progress=True, **hp))
-        else:
-            fn = edit if editor == "rome" else ft_edit
-            for r in requests:
-                handles.append(fn(model, r["prompt"], r["subject"], r["target_new"], args.layer, seed=args.seed,
-                                  progress=True, **hp))
-        after = sample_text(model, prompts, args.tokens, greedy=True)
-        p_after = measure_probs(model, probe)
+        p_after = _rewrite_probs(model, facts)
         if args.save:
             saved = [str(h.save(args.save if len(handles) == 1 else f"{args.save}_{i}"))
                      for i, h in enumerate(handles)]
+        if html is not None:
+            rec = record_for(args.prompt, args.subject, model)
+            report = compare_edit(model, handles[0], paraphrases=rec.paraphrase_prompts if rec else (),
+                                  neighbours=rec.neighborhood_prompts if rec else (),
+                                  target_true=handles[0].request.get("target_true") or (rec.target_true if rec else None),
+                                  prompts=prompts,
+                                  n_tokens=args.tokens)
     finally:
         for h in reversed(handles):
             h.revert()
     completions = [{"prompt": p, "before": b, "after": a} for p, b, a in zip(prompts, before, after)]
-    probs = []
-    for r, pb, pa in zip(requests, p_before, p_after):
-        (nb, tb), (na, ta) = pb["probs"]["rewrite"][0].tolist(), pa["probs"]["rewrite"][0].tolist()
-        probs.append({"prompt": r["text"], "target_new": r["target_new"], "target_true": r["target_true"],
-                      "p_new_before": nb, "p_new_after": na,
-                      **({"p_true_before": tb, "p_true_after": ta} if r["target_true"] else {})})
-    lines = [h.summary() for h in handles]
-    for c, p in zip(completions, probs + [None] * len(args.also)):
-        lines.append(f"  {c['prompt']!r}\n    before: {c['before']!r}\n    after:  {c['after']!r}")
-        if p is not None:
-            true = (f", P({p['target_true'].strip()}) {p['p_true_before']:.3f} -> {p['p_true_after']:.3f}"
-                    if p["target_true"] else "")
-            lines.append(f"    P({p['target_new'].strip()}) {p['p_new_before']:.3f} -> {p['p_new_after']:.3f}{true}")
-    if saved:
-        lines.append("saved to " + ", ".join(saved) + " (+ .json)")
-    return {"editor": editor, "n_edits": len(handles), "edits": [h.summary() for h in handles],
-            "completions": completions, "probabilities": probs, "saved": saved or None, "_text": "\n".join(lines)}
+    probs = [{"prompt": f.text, "target_new": f.target_new, "target_true": f.target_true, "p_new_before": nb,
+              "p_new_after": na, **({"p_true_before": tb, "p_true_after": ta} if f.target_true else {})}
+             for f, (nb, tb), (na, ta) in zip(facts, p_before, p_after)]
+    data = {**(handles[0].to_json() if len(handles) == 1 else {}), "editor": editor, "n_edits": len(handles),
+            "edits": [h.summary() for h in handles], "completions": completions, "probabilities": probs,
+            "saved": (saved[0] if len(saved) == 1 else saved) or None,
+            "_text": edit_report(handles, completions, probs, saved)}
+    return save_view(report, html, data) if report is not None else data
+
+
+def _rewrite_probs(model, facts) -> list[tuple[float, float]]:
+    """(P(target_new), P(target_true)) on each fact's rewrite prompt (NaN without a target_true)."""
+    prompts = [f.text for f in facts for _ in (0, 1)]
+    targets = [t for f in facts for t in (f.target_new, f.target_true or f.target_new)]
+    p = torch.exp(-score_prompts(model, prompts, targets)[0]).reshape(-1, 2).tolist()
+    return [(new, true if f.target_true else float("nan")) for f, (new, true) in zip(facts, p)]
 
 
 def record_for(prompt: str, subject: str, model=None):
@@ -214,11 +171,16 @@ def record_for(prompt: str, subject: str, model=None):
     return next((r for r in records if r.prompt == prompt and r.subject == subject), None)
 
 
-def edit_report(e, completions: list[dict], saved: str | None) -> str:
-    lines = [e.summary()] + [f"  {c['prompt']!r}\n    before: {c['before']!r}\n    after:  {c['after']!r}"
-                             for c in completions]
+def edit_report(handles, completions: list[dict], probs: list[dict], saved: list[str]) -> str:
+    lines = [h.summary() for h in handles]
+    for c, p in zip(completions, probs + [None] * (len(completions) - len(probs))):
+        lines.append(f"  {c['prompt']!r}\n    before: {c['before']!r}\n    after:  {c['after']!r}")
+        if p is not None:
+            true = (f", P({p['target_true'].strip()}) {p['p_true_before']:.3f} -> {p['p_true_after']:.3f}"
+                    if p["target_true"] else "")
+            lines.append(f"    P({p['target_new'].strip()}) {p['p_new_before']:.3f} -> {p['p_new_after']:.3f}{true}")
     if saved:
-        lines.append(f"saved to {saved} (+ .json)")
+        lines.append("saved to " + ", ".join(saved) + " (+ .json)")
     return "\n".join(lines)
 
 
@@ -245,18 +207,18 @@ def cli_eval_edits(args, model=None) -> dict:
     batch_size = getattr(args, "batch_size", 1)
     check_int("--batch-size", batch_size, 1)
     hparams = editor_hparams(args.editor, args.mom2_tokens, parse_hparams(getattr(args, "hparam", [])))
-    base_hp = (editor_hparams(args.baseline, args.mom2_tokens, {}) if args.baseline in ("rome", "memit") else None)
+    baseline = None if args.baseline == "none" else args.baseline
+    base_hp = None if baseline is None else editor_hparams(baseline, args.mom2_tokens, {})
     html = html_path(args)
     model = model or load_model(args)
-    res = evaluate(model, records, args.editor, layer=args.layer, seed=args.seed, hparams=hparams,
-                   batch_size=batch_size, baseline_hparams=base_hp,
-                   baseline=None if args.baseline == "none" else args.baseline,
+    res = evaluate(model, records, args.editor, layer=args.layer, hparams=hparams, baseline=baseline,
+                   baseline_hparams=base_hp, seed=args.seed, batch_size=batch_size,
                    generation=not args.no_generation, gen_tokens=args.gen_tokens, drift=not args.no_drift,
-                   lens=not getattr(args, "no_lens", False), progress=True)
+                   lens=not getattr(args, "no_lens", False))
     out = res.to_json()
     out["split"] = args.split
     out["case_ids"] = [r.case_id for r in records]
-    out["records"] = str(args.records or f"data/{records_file(getattr(args, 'source', None))}")
+    out["records"] = str(args.records or f"interp/editing/records/{records_file(getattr(args, 'source', None))}")
     if args.out:
         res.plot(out=args.out)
         out["plot"] = args.out

@@ -3,11 +3,20 @@ and a corrupted prompt, or over a built-in dataset of prompt pairs."""
 
 from __future__ import annotations
 
-from ..analyses.attribution_patching import attribution_patching
-from ..analyses.datasets import fact_pairs, induction_pairs, ioi
-from ..analyses.metrics import kl_to_clean, logit_diff, prob
-from ..analyses.patching import DIRECTIONS, OVER, POSITION_WORDS, activation_patching
-from ..analyses.path_patching import path_patching
+from ..analyses.patching import (
+    DIRECTIONS,
+    OVER,
+    POSITION_WORDS,
+    activation_patching,
+    attribution_patching,
+    fact_pairs,
+    induction_pairs,
+    ioi,
+    kl_to_clean,
+    logit_diff,
+    path_patching,
+    prob,
+)
 from ..core.inputs import check_int
 from .common import add_common, add_html, html_path, load_model, save_view, section
 

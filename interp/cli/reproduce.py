@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..analyses.induction_train import TrainConfig, reproduce
+from ..analyses.induction import TrainConfig, reproduce
 from ..core.inputs import check_int
 from .common import add_html, html_path, save_view
 

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from ..analyses.trace import TraceResult, causal_trace, check_kinds
-from ..analyses.trace_corrupt import CORRUPTIONS, check_corruption, check_noise
+from ..analyses.trace import (
+    CORRUPTIONS,
+    TraceResult,
+    causal_trace,
+    check_corruption,
+    check_kinds,
+    check_noise,
+)
 from ..core.inputs import check_int
 from .common import add_common, add_html, html_path, load_model, save_view, section
 

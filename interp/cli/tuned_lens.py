@@ -7,8 +7,7 @@ from pathlib import Path
 
 import torch
 
-from ..analyses.tuned_lens_eval import evaluate_lens, prediction_depth
-from ..analyses.tuned_lens_train import DEFAULTS, INITS, train_tuned_lens
+from ..analyses.tuned_lens import DEFAULTS, INITS, evaluate_lens, prediction_depth, train_tuned_lens
 from ..core.inputs import check_int
 from ..editing.facts import load_records
 from .common import add_common, load_model

@@ -215,13 +215,6 @@ def attn_scale(model) -> float:
     return float(scalar) ** -0.5 if scalar else model.d_head ** -0.5
 
 
-def logit_softcap(model) -> float | None:
-    """Final logit soft-capping (``cap * tanh(logits / cap)``; Gemma 2), or None when the model has none."""
-    cfg = getattr(getattr(model, "hf_model", None), "config", None)
-    cap = getattr(cfg, "final_logit_softcapping", None)
-    return float(cap) if cap else None
-
-
 def features(model) -> dict:
     """The architecture facts where models differ (for ``summary()`` and ``interp info``)."""
     kinds = layer_kinds(model)

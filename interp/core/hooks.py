@@ -1,6 +1,7 @@
 """The one hook mechanism: attach functions to named HookPoints for the length of a ``with`` block.
 
-Every analyzer in interp goes through :class:`HookSet`; none registers torch hooks itself. The contract is
+Every analyzer in interp goes through :class:`HookSet`; none registers torch hooks itself (tests/test_layers.py
+checks it). The contract is
 baukit-style: hooks are attached on ``__enter__`` and detached in ``__exit__`` whatever happened in between
 (an exception in a hook or in the body, KeyboardInterrupt, a failure halfway through attaching).
 
@@ -10,10 +11,12 @@ only read, or a tensor of the same shape to replace the activation.
 Ending a forward early: a hook raises :class:`StopForward`; the ``with`` block it was attached in swallows it
 (baukit's ``stop=True``), so no caller writes try/except. :func:`capture` is the one reader built on this: it keeps
 the named activations and, with ``stop=True``, ends the forward as soon as the last of them has fired.
+:func:`recorded_calls` is the one hook on modules rather than HookPoints: it keeps how a forward called them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
@@ -165,3 +168,25 @@ def capture(model, inp, names: Sequence[str], *, keep: Callable | None = None, s
     if missing:
         raise RuntimeError(f"hooks {missing[:3]} did not fire during the forward pass")
     return store, out.get("logits")
+
+
+@contextlib.contextmanager
+def recorded_calls(modules: Sequence[torch.nn.Module]):
+    """Within the block, each call of ``modules[i]`` is recorded: yields ``calls``, where ``calls[i]`` becomes
+    ``(args after the first, kwargs)`` of the module's last call (None until it is called). Forward pre-hooks on
+    the modules themselves (a HookPoint sees a tensor, not how its block was called), removed on every exit path."""
+    calls: list = [None] * len(modules)
+
+    def keeper(i):
+        def fn(module, args, kwargs):
+            calls[i] = (tuple(args[1:]), dict(kwargs))
+        return fn
+
+    handles = []
+    try:
+        for i, module in enumerate(modules):
+            handles.append(module.register_forward_pre_hook(keeper(i), with_kwargs=True))
+        yield calls
+    finally:
+        for h in handles:
+            h.remove()

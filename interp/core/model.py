@@ -62,8 +62,9 @@ class Model:
 
     @classmethod
     def from_module(cls, module: torch.nn.Module, tokenizer=None, *, name: str | None = None) -> "Model":
-        """Wrap a HookedRootModule you wrote (e.g. :class:`interp.analyses.toy.AttnOnlyTransformer`) that uses the
-        TransformerLens hook names and has a ``cfg`` with n_layers, n_heads, d_model, d_head, d_vocab, n_ctx."""
+        """Wrap a HookedRootModule you wrote (e.g. :class:`interp.analyses.induction.AttnOnlyTransformer`)
+        that uses the TransformerLens hook names and has a ``cfg`` with n_layers, n_heads, d_model, d_head,
+        d_vocab, n_ctx."""
         if not hasattr(module, "hook_dict") or not hasattr(module, "cfg"):
             raise ValueError("module must be a HookedRootModule with a cfg (n_layers, n_heads, d_model, ...)")
         return cls(module, tokenizer, name=name or type(module).__name__)

@@ -8,8 +8,8 @@ residual (before the final norm). The result equals the full forward's (tests ch
 provided the residual has the batch size of the recorded forward — the recorded arguments (the attention mask)
 carry that batch size.
 
-Block calls are read with a torch forward pre-hook on each block; it is attached and removed here, in a
-``finally``, whatever happens during the forward. A KV cache the model passed to its blocks is dropped on resume:
+Block calls are read with :func:`interp.core.hooks.recorded_calls` (forward pre-hooks on the blocks, removed
+whatever happens during the forward). A KV cache the model passed to its blocks is dropped on resume:
 it was filled by the recorded forward and would otherwise be appended to.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .hooks import capture
+from .hooks import capture, recorded_calls
 
 
 @dataclass
@@ -55,27 +55,14 @@ def record_blocks(model, tokens: torch.Tensor, names=(), *, hooks=(), descriptio
     BlockCalls)``: ``store`` holds the named activations (as :func:`~interp.core.hooks.capture` keeps them) and
     the final residual under ``blocks.{n-1}.hook_resid_post``."""
     blocks = _blocks(model)
-    n = model.n_layers
-    args: list = [None] * n
-    kwargs: list = [None] * n
-
-    def keeper(i):
-        def fn(module, a, kw):
-            args[i], kwargs[i] = tuple(a[1:]), _resumable(kw)
-        return fn
-
-    final = f"blocks.{n - 1}.hook_resid_post"
-    handles = []
-    try:
-        for i, block in enumerate(blocks):
-            handles.append(block.register_forward_pre_hook(keeper(i), with_kwargs=True))
+    final = f"blocks.{model.n_layers - 1}.hook_resid_post"
+    with recorded_calls(list(blocks)) as calls:
         store, _ = capture(model, tokens, list(dict.fromkeys([*names, final])), hooks=hooks, stop=True,
                            description=description)
-    finally:
-        for h in handles:
-            h.remove()
-    if any(a is None for a in args):
+    if any(c is None for c in calls):
         raise RuntimeError("not every block was called during the recorded forward")
+    args = [a for a, _ in calls]
+    kwargs = [_resumable(kw) for _, kw in calls]
     return store, BlockCalls(args, kwargs, tokens.shape[0])
 
 

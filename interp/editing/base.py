@@ -1,10 +1,12 @@
-"""The weight-edit protocol every editor follows (ROME's ``Edit``, FT-L's ``FTEdit``).
+"""The weight-edit protocol every editor follows (ROME's ``Edit``, MEMIT's ``MemitEdit``, FT-L's ``FTEdit``).
 
 An edit rewrites one layer's MLP down projection ``M`` [d_model, d_mlp]. It knows how to compute its new matrix
 from the current one (``updated_matrix``), so it can be applied, reverted and applied again, on this model or on a
 fresh load of the same weights. Writes are bit-exact: :func:`write_matrix` keeps the matrix it replaced and
 :meth:`WeightEdit.revert` copies it back, refusing when a later edit of the same layer is still in place.
-``Model.edited(edit)`` / :func:`model_edited` only need ``apply(model)`` and ``revert()``.
+``Model.edited(edit)`` / :func:`model_edited` only need ``apply(model)`` and ``revert()``. An edit reports the
+diagnostics the evaluation reads (:meth:`WeightEdit.diagnostics`) and saves itself as a ``.safetensors`` file with
+a ``.json`` beside it, each checked against the other when read back (:func:`read_edit_files`).
 
 Editors report their stages through ``progress``: a callable receiving one event dict per stage or step, True
 for a line per event on stderr, or None for silence (:func:`notify`).
@@ -13,6 +15,7 @@ for a line per event on stderr, or None for silence (:func:`notify`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import weakref
 from dataclasses import dataclass, field
@@ -21,15 +24,13 @@ from pathlib import Path
 import torch
 
 from ..core import moe, paths
-from ..core.caches import model_cache
 from ..core.progress import emit
 from ..core.results import Result
-from ..core.variants import kept_matrices, restore_matrices  # noqa: F401 (the editors' import path)
-from .eval_measure import drift_set, drift_texts, text_nll
+from .matrices import kept_matrices, restore_matrices
 
-# The texts an edit's own loss check reads: the 4 Wikipedia summaries after the 16 the evaluation's loss drift is
-# measured on (same shuffle, eval_measure.drift_texts), so a guard never chooses on the texts that score it.
-GUARD_DOCS = (16, 4)  # (offset, count): one batch of 4 x 64 tokens, about 1.7 s per forward on one core
+# What an edit tells the evaluation about its making (WeightEdit.diagnostics; read by eval.report.diagnose).
+DIAGNOSTICS = ("opt_p_final", "delta_norm", "clamp", "key_norm", "key_dot", "key_match", "relative_update",
+               "loss_rise")
 
 
 @dataclass(repr=False)
@@ -71,6 +72,13 @@ class WeightEdit(Result):
         write_matrix(self, model, layer, self.updated_matrix(model, layer, model.mlp_out_matrix(layer)), progress)
         return self
 
+    def diagnostics(self, index: int | None = None) -> dict:
+        """What the failure diagnosis reads (:data:`DIAGNOSTICS`): the optimisation's final target probability
+        ``opt_p_final``, the optimised change and its bound (``delta_norm``, ``clamp``), the key (``key_norm``,
+        ``key_dot``, ``key_match``), ``relative_update`` |dW| / |W| and the guard's ``loss_rise``; NaN for what an
+        editor does not report. ``index``: the fact's position in an edit of several facts."""
+        return dict.fromkeys(DIAGNOSTICS, float("nan"))
+
     def revert(self) -> None:
         """Restore the edited weight bit for bit. Edits on the same layer must be reverted in reverse order."""
         model = self.applied_model
@@ -82,10 +90,6 @@ class WeightEdit(Result):
                              "the same layer?); revert the later edit first")
         restore_matrices(model, {self.layer: self._original})
         self._model = self._original = self._edited = None
-
-    def applied_to(self, model):
-        """Context manager: apply (unless already applied to ``model``) and always revert on exit."""
-        return model_edited(model, self)
 
 
 def check_dense_mlps(model, editor: str, why: str) -> None:
@@ -113,33 +117,24 @@ def write_matrix(edit, model, layer: int, new: torch.Tensor, progress=None) -> N
         edit._model, edit._original, edit._edited = weakref.ref(model), originals[layer], new.detach().cpu().clone()
 
 
-def guard_texts(model):
-    """The tokenised guard texts (:data:`GUARD_DOCS`), cached per model."""
-    table = model_cache(model, "edit.guard_texts")
-    if "set" not in table:
-        offset, n = GUARD_DOCS
-        table["set"] = drift_set(model, drift_texts(n, offset=offset))
-    return table["set"]
-
-
-def loss_rise(model, layer: int, new: torch.Tensor) -> float:
-    """Percent by which the mean next-token loss on :func:`guard_texts` rises when ``layer``'s down projection is
-    ``new`` instead of its current value (two forwards of 4 x 64 tokens). The matrix is back bit for bit on
-    return, whatever happens."""
-    texts = guard_texts(model)
-    before = text_nll(model, texts)
-    with kept_matrices(model, [layer], always=True):
-        matrix = model.mlp_out_matrix(layer)
-        with torch.no_grad():
-            matrix.copy_(new.to(matrix.device, matrix.dtype))
-        after = text_nll(model, texts)
-    return 100 * (after - before) / before
-
-
 def model_edited(model, edit):
     """``with model_edited(model, edit): ...`` — the edit is applied inside the block (if it is not already
     applied to ``model``) and reverted on exit, whatever happens inside. Same as ``model.edited(edit)``."""
     return model.edited(edit)
+
+
+def with_and_without(model, edit_obj, measure):
+    """``(measure() with the edit applied, measure() without it)``; the edit ends in the state it started in
+    (applied to ``model`` or not). Works with any edit that has ``apply(model)`` and ``revert()``."""
+    was_applied = getattr(edit_obj, "applied_model", None) is model
+    with model.edited(edit_obj):
+        after = measure()
+    try:
+        before = measure()
+    finally:
+        if was_applied:
+            edit_obj.apply(model)
+    return after, before
 
 
 @contextlib.contextmanager
@@ -199,23 +194,36 @@ def edit_file_paths(path) -> tuple[Path, Path]:
     return p.with_name(p.name + ".safetensors"), p.with_name(p.name + ".json")
 
 
+def _fields_digest(fields: dict) -> str:
+    """sha256 of ``fields`` as JSON (keys sorted, after a JSON round trip: what the .json file holds)."""
+    canonical = json.dumps(json.loads(json.dumps(fields)), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 def write_edit_files(path, tensors: dict, fmt: str, fields: dict) -> Path:
-    """Write ``tensors`` to ``<path>.safetensors`` and ``fields`` (plus the format and the tensor file's sha256)
-    to ``<path>.json``; returns the .safetensors path."""
+    """Write ``tensors`` to ``<path>.safetensors`` (its header holding the format and the sha256 of ``fields``) and
+    ``fields`` (plus the format and the tensor file's sha256) to ``<path>.json``; returns the .safetensors path.
+    Each file vouches for the other, so a change to either is found when they are read back."""
     from safetensors.torch import save_file
 
     tensors_path, meta_path = edit_file_paths(path)
     tensors_path.parent.mkdir(parents=True, exist_ok=True)
     save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tensors_path),
-              metadata={"format": fmt})
+              metadata={"format": fmt, "fields_sha256": _fields_digest(fields)})
     meta = {"format": fmt, "tensors": tensors_path.name, "sha256": paths.file_sha256(tensors_path), **fields}
     meta_path.write_text(json.dumps(meta, indent=1))
     return tensors_path
 
 
-def read_edit_files(path, fmt: str, what: str) -> tuple[dict, dict]:
-    """``(metadata, tensors)`` of an edit written by :func:`write_edit_files` in format ``fmt``; a missing file,
-    invalid JSON, another format or a tensor file whose sha256 differs from the recorded one is refused."""
+FILE_KEYS = ("format", "tensors", "sha256")  # what write_edit_files adds to an edit's own fields
+
+
+def read_edit_files(path, fmt: str, what: str, build=None):
+    """``(metadata, tensors)`` of files written by :func:`write_edit_files` in format ``fmt`` — or, with ``build``,
+    ``build(metadata, tensors)``. Refused with an error naming the file: a missing file, a .json that is not
+    UTF-8 JSON, another format, a tensor file whose sha256 differs from the one the .json records, a .json whose
+    fields differ from the ones the tensor file's header vouches for, and a .json ``build`` cannot read."""
+    from safetensors import safe_open
     from safetensors.torch import load_file
 
     tensors_path, meta_path = edit_file_paths(path)
@@ -224,13 +232,29 @@ def read_edit_files(path, fmt: str, what: str) -> tuple[dict, dict]:
             raise FileNotFoundError(f"saved {what} file {str(p)!r} does not exist (an edit is a .safetensors file "
                                     "plus a .json file of the same name)")
     try:
-        meta = json.loads(meta_path.read_text())
+        meta = json.loads(meta_path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"edit metadata {str(meta_path)!r} is damaged: not UTF-8 text (byte {e.start})") from None
     except json.JSONDecodeError as e:
-        raise ValueError(f"edit metadata {str(meta_path)!r} is not valid JSON ({e.msg})") from None
-    if meta.get("format") != fmt:
-        raise ValueError(f"{str(meta_path)!r} is not an interp {what} (format {meta.get('format')!r})")
+        raise ValueError(f"edit metadata {str(meta_path)!r} is damaged: not valid JSON ({e.msg}, line {e.lineno})"
+                         ) from None
+    if not isinstance(meta, dict) or meta.get("format") != fmt:
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise ValueError(f"{str(meta_path)!r} is not an interp {what} (format {found!r}; allowed: {fmt!r})")
     digest = paths.file_sha256(tensors_path)
     if digest != meta.get("sha256"):
         raise ValueError(f"edit tensors {str(tensors_path)!r} were altered: sha256 {digest[:16]}... does not match "
                          f"{str(meta.get('sha256'))[:16]}... recorded in {meta_path.name}; refusing to load")
-    return meta, load_file(str(tensors_path))
+    with safe_open(str(tensors_path), framework="pt") as f:
+        vouched = (f.metadata() or {}).get("fields_sha256")
+    if vouched != _fields_digest({k: v for k, v in meta.items() if k not in FILE_KEYS}):
+        raise ValueError(f"edit metadata {str(meta_path)!r} was altered: its fields differ from the ones "
+                         f"{tensors_path.name} was saved with; refusing to load")
+    tensors = load_file(str(tensors_path))
+    if build is None:
+        return meta, tensors
+    try:
+        return build(meta, tensors)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ValueError(f"edit files {str(meta_path)!r} / {tensors_path.name} do not hold a whole {what} "
+                         f"({type(e).__name__}: {e})") from None

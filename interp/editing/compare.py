@@ -1,7 +1,8 @@
-"""One edit, before and after: ``interp.rome.compare(model, edit, record)``.
+"""One edit, before and after: ``interp.rome.compare(model, edit, record)``, ``compare_completions`` and
+``lens_before_after``.
 
 Greedy completions of a few prompts and, on the rewrite, paraphrase and neighbourhood prompts, the probabilities
-of the new and the true target (length-normalised, as :func:`interp.editing.evaluate.fact_probs` scores them),
+of the new and the true target (length-normalised, as :func:`interp.editing.eval.measure.fact_probs` scores them),
 measured with the edit applied and without it; the edit ends in the state it started in. ``.show()`` puts the
 completions side by side and the probabilities before / after prompt by prompt.
 """
@@ -11,10 +12,15 @@ from __future__ import annotations
 import types
 from dataclasses import dataclass
 
+from typing import Sequence
+
 from ..core.generation import sample_text
 from ..core.results import Result, new_figure, save_fig
-from .evaluate import fact_probs, with_and_without
+from .base import with_and_without
+from .eval.measure import fact_probs, lens_rows
+from .eval.report import LensBeforeAfter
 from .facts import as_fact
+from .registry import spec_of_edit
 
 GROUPS = ("rewrite", "paraphrase", "neighborhood")
 
@@ -91,7 +97,7 @@ class EditComparison(Result):
 
 def compare_edit(model, edit_obj, record=None, *, paraphrases=(), neighbours=(), target_true: str | None = None,
                  prompts=None, n_tokens: int = 8) -> EditComparison:
-    """Measure ``edit_obj`` (ROME ``Edit`` or ``FTEdit``) with and without it. ``record`` (a fact record or its
+    """Measure ``edit_obj`` (one fact's edit: ROME ``Edit`` or ``FTEdit``) with and without it. ``record`` (a fact record or its
     dict) gives the rewrite, paraphrase and neighbourhood prompts and both targets; without one the rewrite prompt
     and targets come from the edit's request (``target_true`` where the request lacks it, as FT-L's does), with
     ``paraphrases`` / ``neighbours`` given here. ``prompts``: what to complete (default: the rewrite prompt, the
@@ -116,11 +122,36 @@ def compare_edit(model, edit_obj, record=None, *, paraphrases=(), neighbours=(),
         return ({g: probs[g].tolist() for g in GROUPS}, sample_text(model, shown, n_tokens, greedy=True))
 
     (after, texts_after), (before, texts_before) = with_and_without(model, edit_obj, measure)
-    editor = "ROME" if type(edit_obj).__name__ == "Edit" else "FT-L" if type(edit_obj).__name__ == "FTEdit" \
-        else type(edit_obj).__name__
+    spec = spec_of_edit(edit_obj)
+    editor = spec.title if spec is not None else type(edit_obj).__name__
     return EditComparison(editor=editor, subject=req["subject"], target_new=new, target_true=true,
                           layer=int(edit_obj.layer),
                           completions=[{"prompt": p, "before": b, "after": a}
                                        for p, b, a in zip(shown, texts_before, texts_after)],
                           prompts={"rewrite": [rewrite], "paraphrase": paraphrases, "neighborhood": neighbours},
                           probs={"before": before, "after": after})
+
+
+def compare_completions(model, edit_obj, prompts: Sequence[str], *, n_tokens: int = 8):
+    """DataFrame: greedy completions of ``prompts`` with the edit applied and without it (any edit with
+    ``apply(model)`` and ``revert()``). The edit ends in the state it started in (applied or not)."""
+    import pandas as pd
+
+    after, before = with_and_without(model, edit_obj,
+                                     lambda: sample_text(model, list(prompts), n_tokens, greedy=True))
+    return pd.DataFrame({"prompt": list(prompts), "before": before, "after": after})
+
+
+def lens_before_after(model, edit_obj, text: str | None = None, target_true: str | None = None) -> LensBeforeAfter:
+    """Logit lens of ``text`` (default: the edited prompt) with and without ``edit_obj`` (one fact's edit);
+    the edit ends in the state it started in."""
+    req = edit_obj.request
+    text = text or req["prompt"].replace("{}", req["subject"])
+    true = target_true or req.get("target_true")
+    if not true:
+        raise ValueError("target_true unknown for this edit; pass target_true=' ...'")
+    fact = types.SimpleNamespace(text=text, target_new=req["target"], target_true=true)
+    after, before = with_and_without(model, edit_obj, lambda: lens_rows(model, fact))
+    return LensBeforeAfter(text=text, target_new=req["target"], target_true=true, layer=edit_obj.layer,
+                           curves={"before": before["_curves"], "after": after["_curves"]},
+                           rows={"before": before["lens_new_row"], "after": after["lens_new_row"]})

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..core.views import View, rounded
+
+SCRIPT = Path(__file__).with_name("edit_view.js")  # draws the view kind "edit"
 
 
 def edit_view(res) -> View:
@@ -13,4 +17,4 @@ def edit_view(res) -> View:
             "target_new": res.target_new, "target_true": res.target_true, "layer": res.layer,
             "completions": res.completions, "groups": groups,
             "wins": {g: {w: list(res.wins(g, w)) for w in ("before", "after")} for g in res.prompts}}
-    return View("edit", data["title"], data)
+    return View("edit", data["title"], data, script=SCRIPT)

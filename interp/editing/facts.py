@@ -1,6 +1,6 @@
 """CounterFact-style fact records for ROME: loading and validation.
 
-A record (one JSON object per line of ``data/facts.jsonl``)::
+A record (one JSON object per line of ``interp/editing/records/facts.jsonl``; data/README.md is its card)::
 
     {"case_id": 0, "relation": "located_in_city", "split": "dev",
      "prompt": "{} is located in the city of", "subject": "The Eiffel Tower",
@@ -48,19 +48,38 @@ class Fact:
         return {**d, **{k: list(v) for k, v in d.items() if isinstance(v, tuple)}, **extra}
 
 
+@dataclass(frozen=True)
+class Request:
+    """One fact to write, without the prompts that score it: what an editor needs (a :class:`Fact` has it too)."""
+    prompt: str
+    subject: str
+    target_new: str
+    target_true: str | None = None
+    case_id: int | str | None = None
+
+    def __post_init__(self):
+        check_prompt(self.prompt, self.subject)
+        check_target(self.target_new, "target_new")
+
+    @property
+    def text(self) -> str:
+        return self.prompt.replace("{}", self.subject)
+
+
 # Each packaged model has its own records: the candidates filtered by what that model knows (data/README.md).
 MODEL_FACTS = {"gemma3-270m": "facts_gemma.jsonl"}
 
 
 def default_path(name: str = "facts.jsonl") -> Path:
-    """``data/facts.jsonl`` (or another records file of ``data/``): shipped inside the package (``interp/data/``)
-    or next to it in a checkout."""
-    here = Path(__file__).resolve().parents[1]  # the package folder (interp/); the repository's data/ is beside it
-    for path in (here / "data" / name, here.parent / "data" / name):
-        if path.is_file():
-            return path
-    raise FileNotFoundError(f"no facts file: looked for {here / 'data' / name} and "
-                            f"{here.parent / 'data' / name}; pass path= to a JSON-lines file of records")
+    """A records file shipped with the package (package data, in a checkout and in an installed package alike):
+    ``interp/editing/records/NAME``, e.g. ``facts.jsonl``, ``facts_gemma.jsonl``, ``facts_independent.jsonl``."""
+    folder = Path(__file__).resolve().parent / "records"
+    path = folder / name
+    if path.is_file():
+        return path
+    shipped = sorted(p.name for p in folder.glob("*.jsonl"))
+    raise FileNotFoundError(f"no records file {name!r} in {folder} (shipped: {', '.join(shipped) or 'none'}); "
+                            f"pass path= to a JSON-lines file of records")
 
 
 def records_file(model=None) -> str:
@@ -71,7 +90,7 @@ def records_file(model=None) -> str:
 
 def load_records(path: str | Path | None = None, split: str | None = None, *, model=None) -> list[Fact]:
     """Read and validate fact records; ``split`` = "dev" | "test" | None (all). Without ``path``, the records of
-    ``model`` (a Model or a short name; Gemma 3 270M has its own, :data:`MODEL_FACTS`), else ``data/facts.jsonl``."""
+    ``model`` (a Model or a short name; Gemma 3 270M has its own, :data:`MODEL_FACTS`), else ``records/facts.jsonl``."""
     if split is not None and split not in SPLITS:
         raise ValueError(f"split {split!r} not known; allowed: 'dev', 'test' or None (all records)")
     path = default_path(records_file(model)) if path is None else Path(path)

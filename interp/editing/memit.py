@@ -11,20 +11,21 @@ the CPU with ``ΔW`` computed on one thread, so apply / revert / save / load / a
 
 from __future__ import annotations
 
+import math
 import time
-import types
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from ..analyses.stats import mlp_key_second_moments
-from ..core.caches import model_cache
 from ..core.results import new_figure, save_fig
-from .base import WeightEdit, notify, read_edit_files, restore_matrices, write_edit_files
+from .base import WeightEdit, notify, read_edit_files, write_edit_files
+from .defaults import MEMIT_SPAN, default_layers, hparams_for
+from .hparams import MemitHparams
+from .keys import layer_stats
+from .matrices import restore_matrices
 from .memit_solve import (
-    MemitHparams,
     as_requests,
     check_batch_size,
     check_editable,
@@ -35,12 +36,9 @@ from .memit_solve import (
     spread,
     updated,
 )
-from .rome import context_templates, default_layer
+from .registry import EditorSpec, register
+from .vstar import context_templates
 
-# The layer range for the embedded SmolLM2-135M-Instruct (by fingerprint), chosen on the dev split only:
-# data/memit_layers.json has the sweep and the command. Other models: DEFAULT_SPAN layers ending at ROME's layer.
-DEFAULT_LAYERS = types.MappingProxyType({"b6b4e20b-538090432": (0, 1, 2, 3, 4)})
-DEFAULT_SPAN = 5
 FORMAT = "interp.memit.MemitEdit/1"
 
 
@@ -133,6 +131,18 @@ class MemitEdit(WeightEdit):
         restore_matrices(model, {l: self._originals[l] for l in self.layers})
         self._model = self._originals = self._editeds = None
 
+    def diagnostics(self, index: int | None = None) -> dict:
+        """Fact ``index``'s diagnostics (the key at the last layer; |ΔW| / |W| of the layer changed most)."""
+        out = super().diagnostics(index)
+        rel = [v.get("relative_update", math.nan) for v in (self.norms.get("layers") or {}).values()]
+        out["relative_update"] = max(rel) if rel else math.nan
+        if index is None or not 0 <= index < len(self.facts_info):
+            return out
+        f = self.facts_info[index]
+        return {**out, "opt_p_final": math.exp(-f["nll_final"]), "delta_norm": f.get("delta_norm", math.nan),
+                "clamp": f.get("clamp", math.nan), "key_norm": (f.get("key_norms") or {}).get(str(self.layer), math.nan),
+                "key_match": f.get("key_match", math.nan)}
+
     # ------------------------------------------------------------------ saving
     def to_dict(self) -> dict:
         return {"requests": self.requests, "layers": list(self.layers), "hparams": self.hparams, "seed": self.seed,
@@ -191,36 +201,29 @@ class MemitEdit(WeightEdit):
 
 def load_memit_edit(path) -> MemitEdit:
     """Read an edit written by :meth:`MemitEdit.save` (the .safetensors or the .json path); a tensor file whose
-    sha256 differs from the recorded one is refused."""
-    meta, t = read_edit_files(path, FORMAT, "MEMIT edit")
-    layers = [int(l) for l in meta["layers"]]
-    return MemitEdit(requests=meta["requests"], layers=layers, resids={l: t[f"resid.{l}"] for l in layers},
-                     adjs={l: t[f"adj.{l}"] for l in layers}, keys={l: t[f"key.{l}"] for l in layers}, z=t["z"],
-                     hparams=meta["hparams"], seed=int(meta["seed"]), templates=meta["templates"],
-                     fingerprint=meta["fingerprint"], facts_info=meta.get("facts_info", []),
-                     norms=meta.get("norms", {}), timings=meta.get("timings", {}), losses=meta.get("losses", []))
+    sha256 differs from the recorded one is refused, and so is a damaged or altered .json."""
+    def build(meta, t):
+        layers = [int(l) for l in meta["layers"]]
+        return MemitEdit(requests=list(meta["requests"]), layers=layers, resids={l: t[f"resid.{l}"] for l in layers},
+                         adjs={l: t[f"adj.{l}"] for l in layers}, keys={l: t[f"key.{l}"] for l in layers}, z=t["z"],
+                         hparams=dict(meta["hparams"]), seed=int(meta["seed"]), templates=list(meta["templates"]),
+                         fingerprint=str(meta["fingerprint"]), facts_info=list(meta.get("facts_info", [])),
+                         norms=dict(meta.get("norms", {})), timings=dict(meta.get("timings", {})),
+                         losses=list(meta.get("losses", [])))
+
+    return read_edit_files(path, FORMAT, "MEMIT edit", build)
 
 
-# ============================================================================================ layers and statistics
-def default_layers(model) -> list[int]:
-    """The layer range: the dev-chosen one for the embedded model (:data:`DEFAULT_LAYERS`), else
-    :data:`DEFAULT_SPAN` consecutive layers ending at ROME's layer (:func:`interp.editing.rome.default_layer`,
-    at most the second-to-last layer)."""
-    if model.fingerprint in DEFAULT_LAYERS:
-        return check_layers(model, DEFAULT_LAYERS[model.fingerprint])
-    end = min(default_layer(model), model.n_layers - 2)
-    return check_layers(model, range(max(0, end - DEFAULT_SPAN + 1), end + 1))
-
-
-def memit_stats(model, layers, n_tokens: int = 100_000, *, progress: bool = False) -> dict:
-    """``{layer: KeyStats}`` for ``layers`` with ``n_tokens`` Wikipedia tokens, sharing ROME's per-model cache
-    (``rome.key_stats``); the missing layers are computed in one corpus scan (and cached on disk)."""
-    table = model_cache(model, "rome.key_stats")
-    missing = [l for l in layers if (int(l), int(n_tokens)) not in table]
-    if missing:
-        for l, s in mlp_key_second_moments(model, missing, n_tokens=n_tokens, progress=progress).items():
-            table[(l, int(n_tokens))] = s
-    return {l: table[(int(l), int(n_tokens))] for l in layers}
+# ============================================================================================ layers
+def memit_layers(model, requested=None) -> list[int]:
+    """The layers an edit writes: ``requested`` (consecutive), a range of :data:`~interp.editing.defaults.MEMIT_SPAN`
+    layers ending at an int, or the model's default range (:func:`interp.editing.defaults.default_layers`)."""
+    if requested is None:
+        return check_layers(model, default_layers(model))
+    if isinstance(requested, int) and not isinstance(requested, bool):
+        end = min(model.check_layer(requested), model.n_layers - 2)
+        return check_layers(model, range(max(0, end - MEMIT_SPAN + 1), end + 1))
+    return check_layers(model, requested)
 
 
 # ============================================================================================ edit
@@ -233,11 +236,14 @@ def memit_edit(model, records, layers=None, *, seed: int = 0, stats=None, progre
     context templates. ``progress``: a callable getting one event dict per stage, True for lines on stderr. All
     checks run before any weight changes; a failure or interrupt during the layer-by-layer writes restores every
     layer bit for bit."""
+    return _memit(model, records, layers, hparams_for(model, MemitHparams, "memit", **hparams), seed, stats, progress)
+
+
+def _memit(model, records, layers, hp: MemitHparams, seed: int, stats, progress) -> MemitEdit:
     t_start = time.perf_counter()
-    hp = MemitHparams.make(**hparams)
     check_editable(model)
     requests = as_requests(records)
-    layers = default_layers(model) if layers is None else check_layers(model, layers)
+    layers = memit_layers(model, layers)
     check_batch_size(model, len(requests))
     fingerprint = model.fingerprint
     timings = {}
@@ -286,7 +292,7 @@ def _resolve_stats(model, layers: list[int], stats, hp: MemitHparams, progress) 
     """{layer: C float64} for every edited layer, validated before anything is optimised."""
     if stats is None:
         notify(progress, stage="stats", layers=layers, n_tokens=hp.mom2_n_tokens)
-        stats = memit_stats(model, layers, hp.mom2_n_tokens, progress=progress is True)
+        stats = layer_stats(model, layers, hp.mom2_n_tokens, progress=progress is True)
     if not isinstance(stats, dict):
         kind = type(stats).__name__
         raise ValueError(f"stats must be None or a dict {{layer: KeyStats or [d_mlp, d_mlp] tensor}}, got {kind}")  # noqa: TRY004
@@ -295,3 +301,10 @@ def _resolve_stats(model, layers: list[int], stats, hp: MemitHparams, progress) 
         raise ValueError(f"stats has no statistics for layer(s) {missing}; it covers {sorted(stats)} and the edit "
                          f"needs {layers}")
     return {l: second_moment(stats[l], l, model.d_mlp) for l in layers}
+
+
+def _many(model, facts, layers, hp, *, seed, stats, progress) -> MemitEdit:
+    return _memit(model, list(facts), layers, hp, seed, stats, progress)
+
+
+register(EditorSpec("memit", "MEMIT", MemitHparams, MemitEdit, memit_layers, many=_many))

@@ -27,7 +27,7 @@ template-mean term ``|ΔW k̄_i - r_i|²`` plus ``Σ_r (1/n_i) |ΔW (k_ir - k̄_
 changes only the solve's Gram term, ``λC + K̄ᵀK̄ + β Σ_i Cov_i`` with ``Cov_i = (1/n_i) Σ_r (k_ir - k̄_i)(k_ir -
 k̄_i)ᵀ`` (β = 1: every templated key asks for the share; larger β asks harder that every context be treated
 alike). β = 0 is the paper's template-mean solve and the default: on dev, at the chosen λ, β = 4 did not beat
-it (the failed edits there mostly lacked reach, not key share; larger β lost; data/memit_key_rule.json). Each
+it (the failed edits there mostly lacked reach, not key share; larger β lost; study "memit_key_rule"). Each
 fact's ``key_match`` (per layer, in ``facts_info``) is the share ``a_i · k_i0 / a_i · k̄_i`` of the update its bare
 prompt's key gets relative to its mean key (``a_i`` its row of ``K̄ (λC + ...)⁻¹``), ROME's ``v · k``.
 """
@@ -42,43 +42,13 @@ import torch
 from ..core import arch
 from ..core.hooks import capture
 from ..core.inputs import pad_rows
-from .base import check_dense_mlps, kept_matrices, notify
-from .facts import Fact, as_fact, check_prompt, check_target
-from .rome import RomeHparams
+from .base import check_dense_mlps, notify
+from .matrices import kept_matrices
+from .facts import Fact, Request, as_fact, check_prompt, check_target
+from .hparams import MemitHparams
 from .vstar import edit_batch, optimize_delta, optimize_deltas
 
 TARGET_CHUNK = 16  # facts whose v* optimisations share forwards (7 rows each with the default templates; bounds memory)
-
-
-@dataclass(frozen=True)
-class MemitHparams(RomeHparams):
-    """MEMIT hyperparameters (names follow the reference code; values its GPT-J / GPT-2 XL ones, except the layers
-    (data/memit_layers.json) and λ and β (data/memit_key_rule.json), chosen on the dev split: 231 dev facts at
-    once, λ = 2500 gave the highest harmonic mean of ES / PS / NS, 1000 and 5000 less; β > 0 did not help). The v*
-    settings and their checks are ROME's."""
-    templates: tuple = ((10, 5),)           # (tokens, count) of sampled context prefixes besides "{}" (paper: 5 x 10)
-    clamp_norm_factor: float = 0.75         # |delta| <= factor * |h| (the residual at the last layer)
-    mom2_update_weight: float = 2500.0      # λ in λ C + K Kᵀ (dev: memit_key_rule.json; GPT-J 15000, GPT-2 XL 20000)
-    key_rule: str = "mean"                  # each layer is solved for the facts' template-mean keys (only)
-    key_spread_weight: float = 0.0          # β: weight of every templated key of a fact (module docstring)
-
-    KIND = "MEMIT"
-    POSITIVE = (*RomeHparams.POSITIVE, "mom2_update_weight")
-
-    @classmethod
-    def make(cls, **overrides) -> "MemitHparams":
-        hp = super().make(**overrides)
-        if hp.key_rule != "mean":
-            raise ValueError(f"key_rule={hp.key_rule!r} is ROME's; MEMIT solves each layer for the facts' "
-                             "template-mean keys (allowed: 'mean'; key_spread_weight > 0 makes it answer to "
-                             "every templated key as well)")
-        if hp.max_loss_rise:
-            raise ValueError(f"max_loss_rise={hp.max_loss_rise!r} is ROME's edit guard; MEMIT has none (allowed: 0)")
-        if not (isinstance(hp.key_spread_weight, (int, float)) and not isinstance(hp.key_spread_weight, bool)
-                and 0 <= hp.key_spread_weight < float("inf")):
-            raise ValueError(f"key_spread_weight={hp.key_spread_weight!r}; allowed: a finite number >= 0 (0: the "
-                             "template-mean keys alone)")
-        return hp
 
 
 # ============================================================================================ input checks
@@ -112,10 +82,10 @@ def check_layers(model, layers) -> list[int]:
 
 
 def as_requests(records) -> list[dict]:
-    """Facts, record dicts or request dicts (prompt, subject, target_new[, target_true, case_id]) -> request dicts
+    """Facts, Requests, record dicts or request dicts (prompt, subject, target_new[, target_true, case_id]) -> dicts
     ``{index, case_id, prompt, subject, target_new, target_true}``; ValueError for a subject asked twice with
     different targets (its key is the same in both, so one matrix cannot send it to two values)."""
-    if isinstance(records, (dict, Fact)):
+    if isinstance(records, (dict, Fact, Request)):
         records = [records]
     records = list(records)
     if not records:
@@ -123,7 +93,10 @@ def as_requests(records) -> list[dict]:
     out = []
     for i, r in enumerate(records):
         where = f"record {i}"
-        if isinstance(r, Fact) or (isinstance(r, dict) and "case_id" in r and "paraphrase_prompts" in r):
+        if isinstance(r, Request):
+            req = {"case_id": i if r.case_id is None else r.case_id, "prompt": r.prompt, "subject": r.subject,
+                   "target_new": r.target_new, "target_true": r.target_true}
+        elif isinstance(r, Fact) or (isinstance(r, dict) and "case_id" in r and "paraphrase_prompts" in r):
             f = as_fact(r, where)
             req = {"case_id": f.case_id, "prompt": f.prompt, "subject": f.subject, "target_new": f.target_new,
                    "target_true": f.target_true}

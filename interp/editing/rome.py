@@ -29,132 +29,38 @@ templated prompt received it in full, but ``u v^T`` gives a prompt whose key is 
 bare rewrite prompt's key can be far from the template mean when the subject stands right after BOS ("Paris
 belongs to the continent of": ``v . k`` = 0.02): the optimisation converges and the edit still does not flip
 the prompt. The default "auto" keeps ROME's ``v`` unless the bare prompt would get less than half the update,
-and then solves ``v . k = 1`` for every templated key (dev split: data/key_rule.json).
+and then solves ``v . k = 1`` for every templated key (chosen on dev: study "key_rule").
 
 A guard against edits that damage the model (``max_loss_rise``, percent; 0 = off): before writing, the new matrix
-is tried on 4 Wikipedia summaries the evaluation never scores (:func:`interp.editing.base.loss_rise`); an edit
+is tried on 4 Wikipedia summaries the evaluation never scores (:func:`interp.editing.drift.loss_rise`); an edit
 that raises their loss by more than the bound is refused (ValueError, weights unchanged). Measured on the model as
 it is, so in a run of sequential edits it catches an edit that is harmless alone but not on top of the others
-(one such edit collapsed 250 ROME edits in a row: data/README.md, "Editing at scale"). Off for a single edit;
-:func:`interp.editing.scale.sequential_edits` turns it on with the bound chosen on dev, beside smaller updates
-(:data:`SEQUENTIAL_HPARAMS`).
+(study "editing_at_scale"). Off for a single edit; :func:`interp.editing.eval.scale.sequential_edits` turns it on
+with the bound chosen on dev, beside smaller updates (:mod:`interp.editing.defaults`, ``sequential``).
 """
 
 from __future__ import annotations
 
 import math
 import time
-import types
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-from ..analyses.stats import mlp_key_second_moment
-from ..analyses.trace_facts import trace_facts
-from ..core.caches import model_cache
-from ..core.generation import sample_text
 from ..core.results import new_figure, save_fig
-from .base import (WeightEdit, check_dense_mlps, loss_rise, mlp_out_bias, notify, read_edit_files,
-                   write_edit_files, write_matrix)
-from .facts import check_prompt, check_target, load_records
-from .vstar import EditBatch, edit_batch, optimize_delta, optimize_deltas
-
-# The edit layer for the embedded SmolLM2-135M-Instruct and for Gemma 3 270M (keyed by fingerprint). Chosen on
-# the dev split only; see data/rome_layer.json / rome_layer_gemma.json for the trace and sweep numbers and the
-# commands that produced them. Read-only: a layer chosen at run time for another model lives in that model's cache.
-DEFAULT_LAYERS = types.MappingProxyType({"b6b4e20b-538090432": 4, "99115288-1072419280": 5})
-# The edit guard's bound (max_loss_rise, percent) that sequential_edits gives ROME on the embedded model unless
-# told otherwise: twice the largest rise of 100 dev edits in a row with a converged v* (0.48%), rounded up to 1.0
-# (data/loss_rise_seq.json, data/loss_rise_study.py for the rule and how it was amended). A single edit has it off:
-# it costs two forwards (about a third of an edit on this CPU) and on its own a ROME edit did not collapse anything.
-GUARD_BOUND = 1.0
-# What sequential_edits gives ROME per model unless told otherwise: the guard, and smaller updates. 464 test edits
-# in a row with the single-edit defaults drifted the Wikipedia loss by +21% (data/scale/rome_seq464.json), about the
-# sum of the single-edit drifts; stopping v* at a mean NLL of 0.5 and clamping |delta| at 1.5 x |M k*| cut the mean
-# single-edit drift 2.4x at ES 97.5 on 40 dev records (data/sequential_fix_dev.json, data/sequential_fix_study.py).
-# A single edit keeps RomeHparams: the smaller update costs paraphrase (dev PS 94.2 -> 81.7).
-SEQUENTIAL_HPARAMS = types.MappingProxyType({"b6b4e20b-538090432": types.MappingProxyType(
-    {"max_loss_rise": GUARD_BOUND, "v_loss_stop": 0.5, "clamp_norm_factor": 1.5})})
-# Per-model defaults that differ from RomeHparams (explicit keywords still win). Gemma normalises the MLP output
-# again before adding it, so the write has a fixed size and delta only turns its direction: with the paper's clamp
-# (4 x |M k*|) delta dominates the write of every key that overlaps k* and neighbours flip too (dev: neighbourhood
-# 44 at clamp 4, 82 at clamp 1; data/rome_layer_gemma.json).
-MODEL_HPARAMS = types.MappingProxyType({"99115288-1072419280": types.MappingProxyType({"clamp_norm_factor": 1.0})})
+from .base import WeightEdit, check_dense_mlps, mlp_out_apply, mlp_out_bias, notify, read_edit_files, \
+    write_edit_files, write_matrix
+from .defaults import default_layer, hparams_for
+from .drift import loss_rise
+from .facts import check_prompt, check_target
+from .hparams import KEY_MATCH, RomeHparams
+from .keys import key_stats
+from .registry import EditorSpec, one_layer, register
+from .vstar import EditBatch, context_templates, edit_batch, optimize_delta, optimize_deltas
 
 FORMAT = "interp.rome.Edit/1"  # the saved edit files' format tag
-TEMPLATE_PREFIXES = ("The", "Therefore", "Because", "I", "You")
-KEY_RULES = ("auto", "mean", "each")  # RomeHparams.key_rule (see update_direction)
-# "auto" answers to every templated key when the bare prompt would get less than this share of the update under
-# "mean" (chosen on dev: data/key_rule.json; the failure diagnosis "key mismatch" uses the same bound).
-KEY_MATCH = 0.5
-
-
-def hparams_for(model, **overrides) -> RomeHparams:
-    """The hyperparameters an edit of ``model`` uses: :class:`RomeHparams`, this model's :data:`MODEL_HPARAMS`,
-    then ``overrides``."""
-    return RomeHparams.make(**{**MODEL_HPARAMS.get(model.fingerprint, {}), **overrides})
-
-
-@dataclass(frozen=True)
-class RomeHparams:
-    """ROME hyperparameters (names follow the reference code). The values are the paper's GPT-2 XL ones except
-    the templates (shorter, fewer: a 135M model's samples); the layer (data/rome_layer.json), ``key_rule``
-    (data/key_rule.json) and the sequential guard's bound (data/loss_rise_seq.json) were chosen on the dev split,
-    nothing else was searched."""
-    templates: tuple = ((5, 2), (10, 2))   # (tokens, count) of sampled context prefixes, besides the bare "{}"
-    v_steps: int = 20                       # Adam steps on delta (paper: 20)
-    v_lr: float = 0.5                       # Adam learning rate (paper: 0.5)
-    v_loss_stop: float = 0.05               # stop once the mean target NLL is below this
-    v_weight_decay: float = 0.5             # * |delta| / |M k*|^2
-    clamp_norm_factor: float = 4.0          # |delta| <= factor * |M k* (+ b)|
-    kl_factor: float = 0.0625               # weight of KL(P_edited || P_orig) after "{subject} is a"
-    kl_prompt: str = "{} is a"
-    mom2_n_tokens: int = 100_000            # Wikipedia tokens in C = E[k k^T]
-    mom2_ridge: float = 0.0                 # C + ridge * I when solving
-    subject_token: int = -1                 # the subject token edited, counted in the subject (-1: its last)
-    key_rule: str = "auto"                  # the keys the update answers to (update_direction; dev-chosen)
-    max_loss_rise: float = 0.0              # refuse an edit raising the guard texts' loss more (percent; 0: off)
-
-    # Not fields: what the checks of make() call the editor, and which settings must be > 0 (subclasses add theirs).
-    KIND = "ROME"
-    POSITIVE = ("v_lr", "clamp_norm_factor")
-
-    @classmethod
-    def make(cls, **overrides) -> "RomeHparams":
-        known = {f.name for f in fields(cls)}
-        bad = sorted(set(overrides) - known)
-        if bad:
-            raise ValueError(f"unknown {cls.KIND} hyperparameter(s) {bad}; allowed: {sorted(known)}")
-        if "templates" in overrides:
-            overrides["templates"] = tuple((int(n), int(c)) for n, c in overrides["templates"])
-        hp = cls(**overrides)
-        if isinstance(hp.subject_token, bool) or not isinstance(hp.subject_token, int):
-            raise ValueError(f"subject_token={hp.subject_token!r}; allowed: an integer index into the subject's "
-                             "tokens (-1: the last, 0: the first)")
-        for name in ("v_steps", "mom2_n_tokens"):
-            if int(getattr(hp, name)) < 1:
-                raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: >= 1")
-        for name in cls.POSITIVE:
-            value = getattr(hp, name)
-            if not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"{name}={value!r}; allowed: a finite number > 0")
-        for name in ("v_weight_decay", "kl_factor", "mom2_ridge", "v_loss_stop", "max_loss_rise"):
-            if not getattr(hp, name) >= 0:
-                raise ValueError(f"{name}={getattr(hp, name)!r}; allowed: >= 0")
-        if any(n < 2 or c < 0 for n, c in hp.templates):
-            raise ValueError(f"templates={hp.templates!r}; allowed: pairs (tokens >= 2, count >= 0)")
-        if hp.key_rule not in KEY_RULES:
-            raise ValueError(f"key_rule={hp.key_rule!r}; allowed: {', '.join(map(repr, KEY_RULES))}")
-        if hp.kl_prompt.count("{}") != 1:
-            raise ValueError(f"kl_prompt {hp.kl_prompt!r} must contain exactly one '{{}}'")
-        return hp
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["templates"] = [list(t) for t in self.templates]
-        return d
 
 
 # ============================================================================================ the edit object
@@ -182,6 +88,19 @@ class Edit(WeightEdit):
             raise ValueError(f"edit factors {self.u.numel()}x{self.v.numel()} do not fit layer {layer}'s down "
                              f"projection {tuple(matrix.shape)}")
         return rank_one_update(matrix, self.u, self.v)
+
+    def diagnostics(self, index: int | None = None) -> dict:
+        n = self.norms
+        nan = float("nan")
+        return {**super().diagnostics(index), "opt_p_final": math.exp(-n["nll_final"]) if "nll_final" in n else nan,
+                "delta_norm": n.get("delta", nan), "clamp": n.get("clamp", nan), "key_norm": n.get("key", nan),
+                "key_dot": n.get("key_dot", nan), "key_match": n.get("key_match", nan),
+                "relative_update": n.get("relative_update", nan), "loss_rise": n.get("loss_rise", nan)}
+
+    def value_error(self, model) -> float:
+        """``|M k* + b - v*| / |v*|`` with the model's current down projection: 0 (float rounding) while the edit
+        is applied — it writes exactly the value it optimised for its key."""
+        return float((mlp_out_apply(model, self.layer, self.key) - self.value.double()).norm() / self.value.norm())
 
     # ------------------------------------------------------------------ saving
     def to_dict(self) -> dict:
@@ -239,13 +158,13 @@ def rank_one_update(matrix: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> t
 
 
 def load_edit(path) -> Edit:
-    """Read an edit written by :meth:`Edit.save` (``path`` = the .safetensors or the .json). A tensor file whose
-    sha256 differs from the one recorded is refused."""
-    meta, t = read_edit_files(path, FORMAT, "ROME edit")
-    return Edit(request=meta["request"], layer=int(meta["layer"]), u=t["u"], v=t["v"], key=t["key"],
-                value=t["value"], hparams=meta["hparams"], seed=int(meta["seed"]), templates=meta["templates"],
-                fingerprint=meta["fingerprint"], norms=meta.get("norms", {}), timings=meta.get("timings", {}),
-                losses=meta.get("losses", []))
+    """Read an edit written by :meth:`Edit.save` (``path`` = the .safetensors or the .json). Damaged or altered
+    files are refused (:func:`interp.editing.base.read_edit_files`)."""
+    return read_edit_files(path, FORMAT, "ROME edit", lambda meta, t: Edit(
+        request=dict(meta["request"]), layer=int(meta["layer"]), u=t["u"], v=t["v"], key=t["key"],
+        value=t["value"], hparams=dict(meta["hparams"]), seed=int(meta["seed"]), templates=list(meta["templates"]),
+        fingerprint=str(meta["fingerprint"]), norms=dict(meta.get("norms", {})),
+        timings=dict(meta.get("timings", {})), losses=list(meta.get("losses", []))))
 
 
 # ============================================================================================ edit
@@ -259,22 +178,26 @@ def edit(model, prompt: str = "{} is located in the city of", subject: str = "Th
     ``.solve(k, ridge)``), a second-moment matrix [d_mlp, d_mlp], or None to use
     ``interp.stats.mlp_key_second_moment(model, layer, n_tokens=mom2_n_tokens)`` (cached on disk).
     ``progress(event: dict)`` is called at each stage and optimisation step (``progress=True``: one line per
-    event on stderr). ``hparams`` override
-    :class:`RomeHparams`. The model's weights change only in the last step; any error or interrupt leaves them
+    event on stderr). ``hparams`` override :class:`~interp.editing.hparams.RomeHparams` and the model's defaults
+    (:mod:`interp.editing.defaults`). The model's weights change only in the last step; any error or interrupt leaves them
     bit-identical. Returns the applied :class:`Edit` (``.revert()`` undoes it).
     """
+    return _edit(model, (prompt, subject, target), layer, hparams_for(model, RomeHparams, "rome", **hparams), seed,
+                 stats, progress)
+
+
+def _edit(model, request, layer, hp: RomeHparams, seed: int, stats, progress) -> Edit:
     t_start = time.perf_counter()
-    hp = hparams_for(model, **hparams)
-    layer, stats, templates, timings = _prepare(model, [(prompt, subject, target)], layer, seed, stats, hp, progress)
+    layer, stats, templates, timings = _prepare(model, [request], layer, seed, stats, hp, progress)
     fingerprint = model.fingerprint  # before any weight changes (it is computed lazily on some models)
+    prompt, subject, target = request
     t0 = time.perf_counter()
     batch = edit_batch(model, prompt, subject, model.target_tokens(target), templates, hp.kl_prompt,
                        hp.subject_token)
     opt = optimize_delta(model, layer, batch, hp, target, progress)
     timings["optimize_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    result, new = _made(model, layer, stats, hp, (prompt, subject, target), batch, opt, templates, seed, fingerprint,
-                        timings)
+    result, new = _made(model, layer, stats, hp, request, batch, opt, templates, seed, fingerprint, timings)
     write_matrix(result, model, layer, new, progress)
     timings["update_s"] = time.perf_counter() - t0
     timings["total_s"] = time.perf_counter() - t_start
@@ -287,8 +210,12 @@ def edits_together(model, requests, layer: int | None = None, *, seed: int = 0, 
     applied (``.apply(model)``; each with ``timings["batch_share_s"]``, its share of the time). ``requests``:
     (prompt, subject, target) triples. Their v* optimisations share forwards (:func:`~.vstar.optimize_deltas`:
     each its own delta, Adam and stop), which the edit evaluation uses for the independent edits of a chunk."""
+    return _together(model, requests, layer, hparams_for(model, RomeHparams, "rome", **hparams), seed, stats,
+                     progress)
+
+
+def _together(model, requests, layer, hp: RomeHparams, seed: int, stats, progress) -> list[Edit]:
     t_start = time.perf_counter()
-    hp = hparams_for(model, **hparams)
     layer, stats, templates, timings = _prepare(model, requests, layer, seed, stats, hp, progress)
     fingerprint = model.fingerprint
     batches = [edit_batch(model, p, s, model.target_tokens(t), templates, hp.kl_prompt, hp.subject_token)
@@ -357,57 +284,7 @@ def _made(model, layer: int, stats, hp: RomeHparams, request, batch: EditBatch, 
     return result, new
 
 
-# ============================================================================================ default layer
-def default_layer(model) -> int:
-    """The edit layer: for the embedded model the layer chosen on the dev split (:data:`DEFAULT_LAYERS`); for other
-    models the peak of the MLP indirect effect of causal tracing over the dev facts (kept in the model's cache)."""
-    if model.fingerprint in DEFAULT_LAYERS:
-        return model.check_layer(DEFAULT_LAYERS[model.fingerprint])
-    table = model_cache(model, "rome.default_layer")
-    if "layer" not in table:
-        try:
-            records = load_records(split="dev", model=model)
-        except FileNotFoundError as e:
-            raise ValueError(f"no default ROME layer for {model.source}: pass layer=... ({e})") from None
-        table["layer"] = int(trace_facts(model, [r.to_dict() for r in records[:20]]).peak_layer(kind="mlp"))
-    return model.check_layer(table["layer"])
-
-
-# ============================================================================================ context templates
-def context_templates(model, *, seed: int = 0, spec=((5, 2), (10, 2))) -> list[str]:
-    """``["{}", "<sampled prefix>. {}", ...]``: short texts sampled from the model (top-5, seeded) starting with
-    "The", "Therefore", "Because", "I", "You" — the key is averaged over these contexts. ``spec`` holds
-    (length in tokens incl. the start word, count) pairs. Cached per (model, seed, spec) in the model's cache
-    (``"rome.templates"``): later edits of the same model reuse the texts sampled the first time."""
-    spec = tuple((int(n), int(c)) for n, c in spec)
-    table = model_cache(model, "rome.templates")
-    cache_key = (int(seed), spec)
-    if cache_key not in table:
-        out = ["{}"]
-        for i, (length, count) in enumerate(spec):
-            starts = [TEMPLATE_PREFIXES[j % len(TEMPLATE_PREFIXES)] for j in range(count)]
-            texts = sample_text(model, starts, length - 1, seed=seed * 1000 + i, top_k=5) if count else []
-            out += [_clean_template(s + t) for s, t in zip(starts, texts)]
-        table[cache_key] = out
-    return list(table[cache_key])
-
-
-def _clean_template(text: str) -> str:
-    text = " ".join(text.replace("{", " ").replace("}", " ").split())
-    return text + ". {}"
-
-
 # ============================================================================================ key statistics
-def key_stats(model, layer: int, n_tokens: int = 100_000, **kwargs):
-    """``interp.stats.mlp_key_second_moment`` for (model, layer, n_tokens), kept in the model's cache after the
-    first use."""
-    table = model_cache(model, "rome.key_stats")
-    k = (int(layer), int(n_tokens))
-    if k not in table:
-        table[k] = mlp_key_second_moment(model, layer, n_tokens=n_tokens, **kwargs)
-    return table[k]
-
-
 def _resolve_stats(model, layer: int, stats, hp: RomeHparams, progress):
     """The statistics object to solve with (computed or read from the disk cache when ``stats`` is None)."""
     if stats is None:
@@ -433,7 +310,7 @@ def update_direction(stats, keys: torch.Tensor, hp: RomeHparams) -> tuple[torch.
     alone (ROME: ``v = C^-1 k* / (k*^T C^-1 k*)``); "each", every templated key (``v = C^-1 K^T (K C^-1 K^T)^-1
     1``), so the update writes ``u`` in full in every context, the bare prompt included, as the v* optimisation
     assumed. Under "mean" a context whose key is far from k* gets only ``v . k`` of ``u``; a subject right after
-    BOS can get a few percent (data/README.md, "Facts the project did not write"), and "each" then pays with a
+    BOS can get a few percent (study "key_rule"), and "each" then pays with a
     larger update that reaches the neighbours too. "auto" (the default) is "mean" unless the bare prompt's
     ``v . k`` under it is below :data:`KEY_MATCH`, then "each"."""
     if hp.key_rule in ("mean", "auto"):
@@ -470,3 +347,21 @@ def _solve(stats, key: torch.Tensor, hp: RomeHparams) -> torch.Tensor:
     return torch.as_tensor(out).to("cpu", torch.float64).reshape(key.shape)
 
 
+# ============================================================================================ the editor
+def _fact(fact) -> tuple[str, str, str]:
+    return fact.prompt, fact.subject, fact.target_new
+
+
+def _one(model, fact, layers, hp, *, seed, stats, progress) -> Edit:
+    return _edit(model, _fact(fact), layers[0], hp, seed, stats, progress)
+
+
+def _all(model, facts, layers, hp, *, seed, stats, progress) -> list[Edit]:
+    return _together(model, [_fact(f) for f in facts], layers[0], hp, seed, stats, progress)
+
+
+def _stats(model, layers, hp):
+    return key_stats(model, layers[0], hp.mom2_n_tokens, progress=False)
+
+
+register(EditorSpec("rome", "ROME", RomeHparams, Edit, one_layer("ROME"), one=_one, together=_all, stats=_stats))

@@ -1,4 +1,4 @@
-"""The value v* of a ROME or MEMIT edit: the rows it is optimised on and the optimisation itself.
+"""The value v* of a ROME or MEMIT edit: the context templates, the rows it is optimised on and the optimisation.
 
 ``edit_batch`` builds one edit's rows: the rewrite prompt in every context template followed by the target, then
 the KL prompt, each with the index of the subject token the edit writes at. ``optimize_deltas`` runs Adam on one
@@ -6,7 +6,7 @@ vector ``delta`` per edit, added at those positions, for several edits at once: 
 Adam, clamp and stop, and only their forwards are shared (a step of one edit's six short rows uses the CPU
 poorly; ROME's evaluation makes a chunk of independent edits together, :func:`interp.editing.rome.edits_together`).
 The tokens before each row's subject position do not depend on delta, so they run once and every step runs the
-rows' tails against their kept keys and values (:mod:`interp.core.prefix`): on the test split a step runs about a
+rows' tails against their kept keys and values (:mod:`interp.editing.prefix`): on the test split a step runs about a
 quarter of the padded positions the whole rows have.
 """
 
@@ -18,9 +18,37 @@ from typing import Sequence
 import torch
 
 from ..core import arch
+from ..core.caches import model_cache
+from ..core.generation import sample_text
 from ..core.inputs import pad_rows
-from ..core.prefix import split_rows, tail_logits
 from .base import frozen_params, notify
+from .prefix import split_rows, tail_logits
+
+TEMPLATE_PREFIXES = ("The", "Therefore", "Because", "I", "You")
+
+
+def context_templates(model, *, seed: int = 0, spec=((5, 2), (10, 2))) -> list[str]:
+    """``["{}", "<sampled prefix>. {}", ...]``: short texts sampled from the model (top-5, seeded) starting with
+    "The", "Therefore", "Because", "I", "You" — the key is averaged over these contexts. ``spec`` holds
+    (length in tokens incl. the start word, count) pairs. Cached per (model, seed, spec) in the model's cache
+    (``"rome.templates"``): later edits of the same model reuse the texts sampled the first time."""
+    spec = tuple((int(n), int(c)) for n, c in spec)
+    table = model_cache(model, "rome.templates")
+    cache_key = (int(seed), spec)
+    if cache_key not in table:
+        out = ["{}"]
+        for i, (length, count) in enumerate(spec):
+            starts = [TEMPLATE_PREFIXES[j % len(TEMPLATE_PREFIXES)] for j in range(count)]
+            texts = sample_text(model, starts, length - 1, seed=seed * 1000 + i, top_k=5) if count else []
+            out += [_clean_template(s + t) for s, t in zip(starts, texts)]
+        table[cache_key] = out
+    return list(table[cache_key])
+
+
+def _clean_template(text: str) -> str:
+    text = " ".join(text.replace("{", " ").replace("}", " ").split())
+    return text + ". {}"
+
 
 @dataclass
 class EditBatch:

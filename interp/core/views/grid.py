@@ -3,10 +3,14 @@ its colour rule (colormap, vmin, vmax, which way up) so that it matches the stat
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from .encode import as_numpy, rounded
 from .page import View, check_size
+
+SCRIPT = Path(__file__).with_name("grid.js")  # draws the view kind "grid"
 
 
 def finite_range(values) -> tuple[float, float]:
@@ -36,4 +40,5 @@ def panel(title: str, values, rows, cols, *, cmap: str, vmin: float, vmax: float
 def grid_view(title: str, summary: str, panels: list[dict], note: str = "", max_bytes=None) -> View:
     cells = sum(len(p["rows"]) * len(p["cols"]) * (1 + len(p["extra"])) for p in panels)
     check_size(cells * 9, f"{title} ({cells} cells)", "layers=/positions= of the analysis", max_bytes)
-    return View("grid", title, {"title": title, "summary": summary, "panels": panels, "note": note})
+    data = {"title": title, "summary": summary, "panels": panels, "note": note}
+    return View("grid", title, data, script=SCRIPT)

@@ -1,4 +1,10 @@
-"""A self-contained HTML page for one view: its data, and this package's own CSS and JavaScript, all inline.
+"""A self-contained HTML page for one view: its data, this package's shared CSS and JavaScript, and the view's
+own script, all inline.
+
+A view's script sits beside the module that builds the view, and the view names it:
+``View(kind, title, data, script=Path(__file__).with_name("<name>_view.js"))``. The script registers
+``InterpViews.renderers.<kind>``, a function that draws ``data`` with the helpers of ``common.js`` (elements,
+colours, hover tips); several kinds may share one script. This module knows no kind by name.
 
 Nothing outside the file is ever requested: no script, stylesheet, font or image is linked, and the page's
 Content-Security-Policy (``default-src 'none'``, scripts allowed only by the hash of the page's own script) makes
@@ -10,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import re
 import tempfile
 from dataclasses import dataclass
 from functools import cache
@@ -17,10 +24,7 @@ from pathlib import Path
 
 from .encode import script_json
 
-ASSET_DIR = Path(__file__).resolve().parent
-# A view kind -> the script that draws it (several kinds may share one file).
-SCRIPTS = {"attention": "attention.js", "lens": "lens.js", "dla": "dla.js", "neurons": "neurons.js",
-           "activations": "neurons.js", "grid": "grid.js", "edit": "edit.js", "table": "table.js"}
+ASSET_DIR = Path(__file__).resolve().parent  # the shared assets: common.js (helpers, boot) and views.css
 DEFAULT_MAX_BYTES = 10_000_000   # a page this big still opens in a second; a 200 MB one would not
 INLINE_MAX_BYTES = 2_000_000     # a notebook output, stored in the .ipynb: smaller still
 
@@ -30,8 +34,9 @@ class ViewTooLarge(ValueError):
 
 
 @cache
-def asset(name: str) -> str:
-    return (ASSET_DIR / name).read_text(encoding="utf-8")
+def asset(path: Path) -> str:
+    """The text of a script or stylesheet: a path, or the name of a shared asset in ``ASSET_DIR``."""
+    return (ASSET_DIR / path).read_text(encoding="utf-8")
 
 
 def check_size(n_bytes: int, what: str, narrow: str, max_bytes: int | None = None) -> None:
@@ -44,24 +49,34 @@ def check_size(n_bytes: int, what: str, narrow: str, max_bytes: int | None = Non
 
 @dataclass(repr=False)
 class View:
-    """One interactive view: ``kind`` names its script, ``data`` is what the script draws (JSON-safe)."""
+    """One interactive view: ``script`` (a .js file) registers the renderer of ``kind``, which draws ``data``
+    (JSON-safe)."""
 
     kind: str
     title: str
     data: dict
+    script: Path
 
     def __post_init__(self):
-        if self.kind not in SCRIPTS:
-            raise ValueError(f"view kind {self.kind!r} not known; allowed: {', '.join(sorted(SCRIPTS))}")
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.kind):
+            raise ValueError(f"view kind {self.kind!r}: use lower-case letters, digits and _ (it names a "
+                             "renderer)")
+        self.script = Path(self.script).resolve()
+        if self.script.suffix != ".js" or not self.script.is_file():
+            raise FileNotFoundError(f"the script of view kind {self.kind!r}, {str(self.script)!r}, is not "
+                                    "a .js file")
+        if not re.search(rf"\brenderers\.{self.kind}\s*=", asset(self.script)):
+            raise ValueError(f"{self.script.name} registers no renderer for view kind {self.kind!r} "
+                             f"(InterpViews.renderers.{self.kind} = function (root, data) {{...}})")
 
     def __repr__(self) -> str:  # short: Jupyter stores it beside the HTML as the output's text/plain
         return f"<interp view: {self.kind}, {self.title!r}>"
 
     def page(self) -> str:
         """The whole HTML document."""
-        script = asset("common.js") + "\n" + asset(SCRIPTS[self.kind]) + "\nInterpViews.boot();\n"
+        script = asset("common.js") + "\n" + asset(self.script) + "\nInterpViews.boot();\n"
         if "</script" in script.lower():  # even in a comment it would end the block early
-            raise AssertionError(f"a view script ({SCRIPTS[self.kind]} or common.js) contains '</script'")
+            raise AssertionError(f"a view script ({self.script.name} or common.js) contains '</script'")
         digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
         csp = (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; img-src data:; "
                "base-uri 'none'; form-action 'none'")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .encode import plain
 from .page import View
 
 MAX_ROWS = 500  # enough to browse; to_frame() has the rest
+SCRIPT = Path(__file__).with_name("table.js")  # draws the view kind "table"
 
 
 def table_view(title: str, summary: str, frame) -> View:
@@ -15,7 +18,7 @@ def table_view(title: str, summary: str, frame) -> View:
     head = frame.head(MAX_ROWS)
     rows = [[_cell(v) for v in row] for row in head.itertuples(index=False, name=None)]
     return View("table", title, {"title": title, "summary": summary, "columns": [str(c) for c in frame.columns],
-                                 "rows": rows, "n_rows": len(frame)})
+                                 "rows": rows, "n_rows": len(frame)}, script=SCRIPT)
 
 
 def _cell(v):

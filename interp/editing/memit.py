@@ -47,10 +47,13 @@ FORMAT = "interp.memit.MemitEdit/1"
 class MemitEdit(WeightEdit):
     """A MEMIT batch: ``ΔW_l = resids[l]ᵀ adjs[l]`` on each of ``layers`` (consecutive MLP down projections).
 
-    ``requests`` (one dict per fact), ``z`` [n, d_model] the residual targets at the last layer, ``keys[l]`` the
-    keys the layer was solved for, ``facts_info`` per fact (v* NLL before/after, whether the clamp bound, key and
-    residual norms, ``z_error``: the share of ``z - h`` still missing after the edit, ``key_match``: the share of
-    the update the bare prompt's key gets, mean over the layers), ``norms`` per layer."""
+    ``requests`` (one dict per fact), ``z`` [n, d_model] the residual targets at the last layer, ``resids[l]``
+    each fact's residual share at layer ``l`` (on a model with post-norms, the MLP-output change it was mapped to:
+    :func:`~.memit_solve.post_norm_targets`), ``keys[l]`` the keys the layer was solved for, ``facts_info`` per
+    fact (v* NLL before/after, whether the clamp bound, key and residual norms, ``z_error``: the share of ``z - h``
+    still missing after the edit, ``key_match``: the share of the update the bare prompt's key gets, mean over the
+    layers), ``norms`` per layer (with each layer's residual error before and after its write and the share of its
+    step it delivered)."""
     requests: list
     layers: list
     resids: dict

@@ -11,8 +11,10 @@ residual targets and the layer-by-layer solve); this module only names them.
 from .editing.memit import (
                             DEFAULT_LAYERS,
                             DEFAULT_SPAN,
+                            MODEL_HPARAMS,
                             MemitEdit,
                             default_layers,
+                            hparams_for,
                             load_memit_edit,
                             memit_edit,
                             memit_stats,
@@ -22,5 +24,6 @@ from .editing.memit_solve import MemitHparams, as_requests, solve_layer
 edit = memit_edit         # interp.memit.edit(model, records, layers=...)
 load = load_memit_edit    # interp.memit.load(path)
 
-__all__ = ["DEFAULT_LAYERS", "DEFAULT_SPAN", "MemitEdit", "MemitHparams", "as_requests", "default_layers", "edit",
-           "load", "load_memit_edit", "memit_edit", "memit_stats", "solve_layer"]
+__all__ = ["DEFAULT_LAYERS", "DEFAULT_SPAN", "MODEL_HPARAMS", "MemitEdit", "MemitHparams", "as_requests",
+           "default_layers", "edit", "hparams_for", "load", "load_memit_edit", "memit_edit", "memit_stats",
+           "solve_layer"]

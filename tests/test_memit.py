@@ -13,10 +13,14 @@ import torch
 
 import interp
 from interp.analyses.stats import mlp_key_second_moment, mlp_key_second_moments
+from interp.core import arch
+from interp.core.variants import restore_matrices
+from interp.editing import memit_solve
 from interp.editing.evaluate import target_nll
 from interp.editing.facts import load_records
 from interp.editing.memit import MemitEdit, default_layers, load_memit_edit, memit_edit
 from interp.editing.memit_solve import as_requests
+from interp.editing.vstar import edit_batch
 
 FAST = {"v_steps": 6, "templates": ((5, 1),)}
 REQUESTS = [{"prompt": "{} is in the city of", "subject": "Tower", "target_new": " Rome"},
@@ -276,11 +280,146 @@ def test_bad_input(tiny3):
     assert len(as_requests([REQUESTS[0], dict(REQUESTS[0])])) == 2
 
 
-def test_moe_and_post_norm_models_are_refused():
+def test_moe_models_are_refused():
+    m = interp.load_tiny("mixtral", seed=0, n_layers=3)
+    digest = m.weights_digest()
     with pytest.raises(ValueError, match="mixtures of .* experts"):
-        memit_edit(interp.load_tiny("mixtral", seed=0, n_layers=3), REQUESTS, layers=[0, 1])
-    with pytest.raises(ValueError, match="post-feedforward norm"):
-        memit_edit(interp.load_tiny("gemma3", seed=0, n_layers=3), REQUESTS, layers=[0, 1])
+        memit_edit(m, REQUESTS, layers=[0, 1])
+    assert m.weights_digest() == digest
+
+
+# ----------------------------------------------------------------------------------------------- post-norm models
+def old_spread_writes(m, e, stats, lam) -> dict:
+    """The dense spread as it was before post-norm models were allowed, rebuilt from the module's parts: each
+    layer's factor is the residual share itself. Returns {layer: written matrix} (the model is left unedited)."""
+    from interp.editing.memit_solve import factor_product, solve_layer, subject_states, updated
+
+    batches = [edit_batch(m, r["prompt"], r["subject"], m.target_tokens(r["target_new"]), e.templates, "{} is a")
+               for r in e.requests]
+    originals, written = matrices(m, e.layers), {}
+    try:
+        for j, layer in enumerate(e.layers):
+            st = subject_states(m, batches, layer, e.layers[-1])
+            share = (e.z - st.resid) / (len(e.layers) - j)
+            new = updated(originals[layer], factor_product(share, solve_layer(st.keys, stats[layer].mom2, lam)))
+            with torch.no_grad():
+                m.mlp_out_matrix(layer).copy_(new)
+            written[layer] = new
+    finally:
+        restore_matrices(m, originals)
+    return written
+
+
+def test_dense_models_write_the_bits_of_the_plain_spread(tiny3):
+    """A model without post-norms takes the residual shares as they are: the same bits as the spread before."""
+    m, stats = tiny3
+    before = matrices(m, [0, 1])
+    e = memit_edit(m, REQUESTS, layers=[0, 1], stats=stats, mom2_update_weight=50.0, **FAST)
+    try:
+        edited = matrices(m, e.layers)
+    finally:
+        e.revert()
+    expected = old_spread_writes(m, e, stats, 50.0)
+    assert same(m, before)
+    for l in e.layers:
+        assert torch.equal(edited[l], expected[l]) and not torch.equal(edited[l], before[l])
+        assert torch.equal(e.delta(l), e.resids[l].T @ e.adjs[l])
+    assert all("write_reach_mean" not in e.norms["layers"][str(l)] for l in e.layers)
+
+
+@pytest.fixture(scope="module")
+def tiny_gemma():
+    m = interp.load_tiny("gemma3", seed=0, n_layers=3)
+    return m, mlp_key_second_moments(m, [0, 1], n_tokens=3000, cache=False, progress=False)
+
+
+def test_post_norm_edit_reaches_its_targets(tiny_gemma, monkeypatch):
+    """Gemma's MLP write is ``g ⊙ o / rms(o)``: solving for the residual share as if it were the MLP output
+    (the dense spread) overshoots the first layer's step about twice and leaves most of z - h; mapping each share
+    through the norm reaches the targets. Reverts bit for bit."""
+    m, stats = tiny_gemma
+    digest, before = m.weights_digest(), matrices(m, range(m.n_layers))
+    e = memit_edit(m, REQUESTS, layers=[0, 1], stats=stats, mom2_update_weight=50.0, **FAST)
+    try:
+        edited = matrices(m, e.layers)
+        assert all(not torch.equal(edited[l], before[l]) for l in e.layers)
+        assert torch.equal(m.mlp_out_matrix(2).detach().cpu(), before[2])
+    finally:
+        e.revert()
+    assert m.weights_digest() == digest and same(m, before)
+    e.apply(m)
+    assert same(m, edited)
+    e.revert()
+    assert m.weights_digest() == digest
+
+    monkeypatch.setattr(memit_solve, "post_norm_targets",
+                        lambda model, layer, resid, outs, owner: (resid, torch.ones(resid.shape[0])))
+    plain = memit_edit(m, REQUESTS, layers=[0, 1], stats=stats, mom2_update_weight=50.0, **FAST)
+    plain.revert()
+    adapted = [f["z_error"] for f in e.facts_info]
+    unadapted = [f["z_error"] for f in plain.facts_info]
+    assert max(adapted) < 0.5 and min(unadapted) > 0.6, (adapted, unadapted)
+    first, last = (e.norms["layers"][str(l)] for l in e.layers)
+    assert 0.4 < first["step_reach_mean"] < 1.1 and plain.norms["layers"]["0"]["step_reach_mean"] > 1.5
+    assert 0.5 < first["write_reach_mean"] <= 1.0 + 1e-9 and last["residual_error_after"] < first["residual_error_mean"] / 2
+    assert e.norms["z_error_mean"] == pytest.approx(sum(adapted) / 3)
+
+
+def test_post_norm_targets_follow_the_norm(tiny_gemma):
+    """Per row, the MLP output change the helper asks for makes the real norm module write the residual step:
+    for a small step its part the norm can make (all but the ellipsoid's normal, ``ô / g``), for a large one
+    the nearest write the norm can reach (no point of the ellipsoid is nearer)."""
+    m, _ = tiny_gemma
+    norm = arch.post_norm_module(m, 0, "mlp")
+    g = arch.norm_gain(m, norm).double()
+    gen = torch.Generator().manual_seed(0)
+    outs = torch.randn(4, m.d_model, generator=gen, dtype=torch.float64) * 0.3
+    owner = torch.arange(4)
+
+    def write(o):
+        with torch.no_grad():
+            return norm(o.float()).double()
+
+    for size in (1e-3, 3.0):
+        r = torch.randn(4, m.d_model, generator=gen, dtype=torch.float64) * size
+        change, reach = memit_solve.post_norm_targets(m, 0, r, outs, owner)
+        got = write(outs + change) - write(outs)
+        if size < 1:
+            normal = (outs / g) / (outs / g).norm(dim=1, keepdim=True)
+            tangent = r - (r * normal).sum(1, keepdim=True) * normal
+            assert float((got - tangent).norm() / tangent.norm()) < 2e-2
+            assert float(reach.min()) > 0.5
+        else:
+            w, t = write(outs), write(outs) + r
+            best = (w + got - t).norm(dim=1)
+            for _ in range(200):  # random points of the ellipsoid near the answer are never nearer
+                v = (outs + change) * (1 + 0.05 * torch.randn(4, m.d_model, generator=gen, dtype=torch.float64))
+                other = (write(v) - t).norm(dim=1)
+                assert bool((other >= best * (1 - 1e-5)).all())
+            assert float(reach.max()) < 1.0
+
+
+def test_nearest_write_with_zero_gains():
+    """Zero gains (Gemma's layer 4 has 7) are unusable for the write: a reachable target is met exactly with the
+    missing norm on them, an unreachable one gets the nearest point; every answer has mean(v²) = 1."""
+    gen = torch.Generator().manual_seed(1)
+    g = torch.rand(16, generator=gen, dtype=torch.float64) + 0.5
+    g[[3, 7]] = 0.0
+    v0 = torch.randn(2, 16, generator=gen, dtype=torch.float64)
+    v0 = v0 / v0.pow(2).mean(1, keepdim=True).sqrt()
+    inside = g * v0 * 0.8                                     # reachable: mean((t/g)²) < 1 on the live gains
+    outside = g * v0 * 3.0
+    live = g != 0
+    for want, exact in ((inside, True), (outside, False)):
+        v = memit_solve.nearest_write(g, want, v0)
+        assert torch.allclose(v.pow(2).mean(1), torch.ones(2, dtype=torch.float64))
+        gap = (g * v - want).norm(dim=1)
+        if exact:
+            assert float(gap.max()) < 1e-9 and bool((v[:, ~live] != 0).all())
+        else:  # the optimality conditions: v = g t / (g² + μ), one μ >= -min g² = 0 per row, nothing on dead gains
+            mu = (g * want / v - g ** 2)[:, live]
+            assert torch.allclose(mu, mu[:, :1].expand_as(mu), rtol=1e-6) and bool((mu[:, 0] > 0).all())
+            assert bool((v[:, ~live] == 0).all()) and float(gap.min()) > 1.0
 
 
 def test_same_seed_same_edit(tiny3):

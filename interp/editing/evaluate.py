@@ -66,7 +66,8 @@ from .eval_report import SCORES, EvalResult, LensBeforeAfter, diagnose
 from .facts import Fact, as_fact
 from .ft import ft_edit, ft_edits, ft_hparams
 from .memit import default_layers, memit_edit
-from .memit_solve import MemitHparams, subject_rounds
+from .memit import hparams_for as memit_hparams_for
+from .memit_solve import subject_rounds
 from .rome import default_layer, edit, edits_together, hparams_for, key_stats
 
 __all__ = ["DEMO_PROMPTS", "EDITORS", "EvalResult", "LensBeforeAfter", "SCORES", "compare_completions", "diagnose",
@@ -121,7 +122,7 @@ def make_editor(model, editor, layer: int, seed: int = 0, stats=None, hparams: d
     if editor == "memit":
         layers = hp.pop("layers", None)
         layers = default_layers(model) if layers is None else [model.check_layer(l) for l in layers]
-        full = MemitHparams.make(**hp)
+        full = memit_hparams_for(model, **hp)
         return Editor("memit", list(layers), full.to_dict(),
                       many=lambda facts: memit_edit(model, list(facts), layers, seed=seed, stats=stats, **hp))
     raise ValueError(f"editor {editor!r} not known; allowed: {', '.join(repr(e) for e in EDITORS)} or a "

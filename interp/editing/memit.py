@@ -41,6 +41,8 @@ from .rome import context_templates, default_layer
 # data/memit_layers.json has the sweep and the command. Other models: DEFAULT_SPAN layers ending at ROME's layer.
 DEFAULT_LAYERS = types.MappingProxyType({"b6b4e20b-538090432": (0, 1, 2, 3, 4)})
 DEFAULT_SPAN = 5
+# Per-model settings that differ from MemitHparams (explicit keywords still win), chosen on the dev split.
+MODEL_HPARAMS: types.MappingProxyType = types.MappingProxyType({})
 FORMAT = "interp.memit.MemitEdit/1"
 
 
@@ -49,10 +51,13 @@ FORMAT = "interp.memit.MemitEdit/1"
 class MemitEdit(WeightEdit):
     """A MEMIT batch: ``ΔW_l = resids[l]ᵀ adjs[l]`` on each of ``layers`` (consecutive MLP down projections).
 
-    ``requests`` (one dict per fact), ``z`` [n, d_model] the residual targets at the last layer, ``keys[l]`` the
-    keys the layer was solved for, ``facts_info`` per fact (v* NLL before/after, whether the clamp bound, key and
-    residual norms, ``z_error``: the share of ``z - h`` still missing after the edit, ``key_match``: the share of
-    the update the bare prompt's key gets, mean over the layers), ``norms`` per layer."""
+    ``requests`` (one dict per fact), ``z`` [n, d_model] the residual targets at the last layer, ``resids[l]``
+    each fact's residual share at layer ``l`` (on a model with post-norms, the MLP-output change it was mapped to:
+    :func:`~.memit_solve.post_norm_targets`), ``keys[l]`` the keys the layer was solved for, ``facts_info`` per
+    fact (v* NLL before/after, whether the clamp bound, key and residual norms, ``z_error``: the share of ``z - h``
+    still missing after the edit, ``key_match``: the share of the update the bare prompt's key gets, mean over the
+    layers), ``norms`` per layer (with each layer's residual error before and after its write and the share of its
+    step it delivered)."""
     requests: list
     layers: list
     resids: dict
@@ -223,18 +228,24 @@ def memit_stats(model, layers, n_tokens: int = 100_000, *, progress: bool = Fals
     return {l: table[(int(l), int(n_tokens))] for l in layers}
 
 
+def hparams_for(model, **overrides) -> MemitHparams:
+    """The hyperparameters an edit of ``model`` uses: :class:`MemitHparams`, this model's :data:`MODEL_HPARAMS`,
+    then ``overrides``."""
+    return MemitHparams.make(**{**MODEL_HPARAMS.get(model.fingerprint, {}), **overrides})
+
+
 # ============================================================================================ edit
 def memit_edit(model, records, layers=None, *, seed: int = 0, stats=None, progress=None, **hparams) -> MemitEdit:
     """Write ``records`` (Facts, record dicts or request dicts with prompt/subject/target_new) into ``model`` at
     once with MEMIT over ``layers`` (consecutive; default :func:`default_layers`); returns the applied edit.
 
     ``stats``: None (Wikipedia key statistics per layer, cached), or ``{layer: KeyStats | [d_mlp, d_mlp]
-    tensor}``. ``hparams`` override :class:`MemitHparams` (``mom2_update_weight`` is λ). ``seed`` picks the
+    tensor}``. ``hparams`` override :func:`hparams_for` (``mom2_update_weight`` is λ). ``seed`` picks the
     context templates. ``progress``: a callable getting one event dict per stage, True for lines on stderr. All
     checks run before any weight changes; a failure or interrupt during the layer-by-layer writes restores every
     layer bit for bit."""
     t_start = time.perf_counter()
-    hp = MemitHparams.make(**hparams)
+    hp = hparams_for(model, **hparams)
     check_editable(model)
     requests = as_requests(records)
     layers = default_layers(model) if layers is None else check_layers(model, layers)

@@ -18,6 +18,16 @@ their spread over a range of MLP layers. :mod:`interp.editing.memit` builds the 
    ``C_l = E[k kᵀ]`` over Wikipedia text (the float64 statistics of :mod:`interp.analyses.stats`); λ is
    ``mom2_update_weight``: C is a mean, so λ counts how many "preserved" keys the text's statistics stand for.
 
+Post-norm models (Gemma). A layer whose MLP output ``o`` is normalised before it joins the residual writes
+``post(o) = g ⊙ o / rms(o)``, not ``ΔW k``: its write always has ``mean((write / g)²) = 1``, so the update only
+turns it. Each layer's residual share is then mapped to the MLP-output change that makes the write move by it,
+through the norm at the fact's current scale (:func:`post_norm_targets`: per template row, the nearest write the
+norm can reach, at the row's own ``rms(o)``; to first order ``Δo = rms(o) r / g``), and ``ΔW`` is solved for that
+change instead of the share. The residuals are read again before the next layer, so what the norm's nonlinearity
+or the solve leaves of one layer's step is shared by the later ones; each layer's ``write_reach_mean`` (the share
+of its step the nearest write delivers) and ``step_reach_mean`` (the share the written update delivered) are in
+the norms.
+
 Every context of a fact (``key_spread_weight`` β). The solve answers to each fact's template-mean key ``k̄_i``,
 but a prompt whose own key ``k`` is far from ``k̄_i`` gets ``ΔW k``, not ``ΔW k̄_i``: a subject right after BOS
 (the bare rewrite prompt "{} is located in ...") has a key unlike the same subject after a context prefix, the
@@ -83,13 +93,9 @@ class MemitHparams(RomeHparams):
 
 # ============================================================================================ input checks
 def check_editable(model) -> None:
-    """MEMIT needs dense MLPs whose down projection output is added to the residual stream as it is."""
+    """MEMIT needs dense MLPs (one down projection per layer that every token's key goes through). A post-norm on
+    the MLP output (Gemma) is allowed: :func:`post_norm_targets` maps each residual share to the MLP output."""
     check_dense_mlps(model, "MEMIT", "no update of one matrix per layer stores it")
-    if arch.has_post_norms(model):
-        raise ValueError(f"MEMIT does not apply to {model.source}: it normalises each MLP's output before adding "
-                         "it to the residual stream (post-feedforward norm), so the residual change a weight "
-                         "update makes is not the update's output and the residual target cannot be split over "
-                         "layers; use interp.rome.edit (one layer, solved at the MLP output) instead")
 
 
 def check_layers(model, layers) -> list[int]:
@@ -257,17 +263,21 @@ class States:
     """What the spread reads from the model as it is now, per fact (float64): ``keys`` [n, d_mlp] the template-mean
     MLP hidden vector at a layer, ``resid`` [n, d_model] the template-mean residual after the last layer,
     ``bare`` [n, d_mlp] the key of the bare rewrite prompt (template row 0) and, when asked for, ``spread``
-    [d_mlp, d_mlp] = Σ_i Cov_i, the facts' key covariances over their templates (module docstring)."""
+    [d_mlp, d_mlp] = Σ_i Cov_i, the facts' key covariances over their templates (module docstring), and ``outs``
+    [rows, d_model] the MLP output before its post-norm on every template row, with ``owner`` [rows] its fact."""
     keys: torch.Tensor
     resid: torch.Tensor
     bare: torch.Tensor
     spread: torch.Tensor | None = None
+    outs: torch.Tensor | None = None
+    owner: torch.Tensor | None = None
 
 
-def subject_states(model, batches: list, layer: int, z_layer: int, *, with_spread: bool = False, chunk: int = 64
-                   ) -> States:
-    """:class:`States` at ``layer`` (keys) and ``z_layer`` (residuals) at each fact's subject-last token over its
-    template rows (rows end at that token: nothing after it reaches it), from the model as it is now."""
+def subject_states(model, batches: list, layer: int, z_layer: int, *, with_spread: bool = False,
+                   with_outputs: bool = False, chunk: int = 64) -> States:
+    """:class:`States` at ``layer`` (keys; with ``with_outputs`` the MLP output before its post-norm too) and
+    ``z_layer`` (residuals) at each fact's subject-last token over its template rows (rows end at that token:
+    nothing after it reaches it), from the model as it is now."""
     rows, pos, owner = [], [], []
     for f, b in enumerate(batches):
         for r in range(b.n_rewrite):
@@ -276,6 +286,8 @@ def subject_states(model, batches: list, layer: int, z_layer: int, *, with_sprea
             pos.append(p)
             owner.append(f)
     names = [f"blocks.{layer}.mlp.hook_post", f"blocks.{z_layer}.hook_resid_post"]
+    if with_outputs:
+        names.append(arch.pre_norm_hook(model, layer, "mlp"))
     parts: dict[str, list] = {n: [] for n in names}
     for s in range(0, len(rows), chunk):
         toks, _ = pad_rows(model, rows[s: s + chunk])
@@ -296,7 +308,8 @@ def subject_states(model, batches: list, layer: int, z_layer: int, *, with_sprea
         # Σ_i (1/n_i) Σ_r (k_ir - k̄_i)(k_ir - k̄_i)ᵀ, [d_mlp, d_mlp]
         centred = (rows_k - keys[owner_t]) / counts[owner_t].sqrt()
         spread = centred.T @ centred
-    return States(keys, resid, rows_k[first], spread)
+    outs = torch.cat(parts[names[2]]) if with_outputs else None
+    return States(keys, resid, rows_k[first], spread, outs, owner_t if with_outputs else None)
 
 
 def second_moment(stats, layer: int, d_mlp: int) -> torch.Tensor:
@@ -351,24 +364,88 @@ def updated(matrix: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
     return (matrix.detach().to("cpu", torch.float64) + delta).to(matrix.dtype)
 
 
+# ============================================================================================ post-norm writes
+def post_norm_targets(model, layer: int, resid: torch.Tensor, outs: torch.Tensor, owner: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """For a layer whose MLP output ``o`` reaches the residual as ``post(o) = g ⊙ o / rms(o)`` (Gemma): the change
+    of ``o`` [n, d_model] each fact's template-mean key should get so that the write moves the residual by the
+    fact's share ``resid`` [n, d_model], and the share of that step the best write can deliver [n] (the mean over
+    the fact's template rows of ``(w' - w)·r / |r|²``; 1: reachable).
+
+    The norm fixes the write's size: every write is ``g ⊙ v`` with ``mean(v²) = 1``, so a residual step that
+    leaves that ellipsoid cannot be made by any weight. Per template row (``outs`` [rows, d_model], ``owner``
+    [rows] their facts) the wanted write ``t = w + r`` is taken to its nearest reachable point
+    (:func:`nearest_write`), and the output that writes it at the row's own scale is ``rms(o) · v``; the fact's
+    target is the mean change over its rows, because MEMIT solves for the rows' mean key and ``ΔW`` is linear
+    (``mean_r ΔW k_r = ΔW k̄``). For a small step this is the norm's linearisation ``Δo ≈ rms(o) · r / g`` (minus
+    the part along ``o``, which only rescales); unlike that formula it never asks a coordinate with a gain near 0
+    (Gemma has exact zeros) for an output so large that the norm shrinks the whole write. The next layer re-reads
+    the residuals, so what one layer's linear solve misses is shared by the later ones."""
+    norm = arch.post_norm_module(model, layer, "mlp")
+    eps = float(getattr(norm, "variance_epsilon", None) or getattr(norm, "eps", None) or model.cfg.eps)
+    gain = arch.norm_gain(model, norm).double()
+    rms = (outs.pow(2).mean(1, keepdim=True) + eps).sqrt()
+    write = gain * outs / rms
+    step = resid[owner]
+    v = nearest_write(gain, write + step, outs / rms)
+    change = rms * v - outs
+    reach = ((gain * v - write) * step).sum(1) / step.pow(2).sum(1).clamp_min(1e-300)
+    counts = torch.bincount(owner, minlength=resid.shape[0]).to(torch.float64)
+    mean = lambda x: torch.zeros(resid.shape[0], *x.shape[1:], dtype=torch.float64).index_add_(0, owner, x) / (
+        counts.view(-1, *[1] * (x.dim() - 1)))
+    return mean(change), mean(reach)
+
+
+def nearest_write(gain: torch.Tensor, want: torch.Tensor, fill: torch.Tensor, iters: int = 120) -> torch.Tensor:
+    """Per row of ``want`` [rows, d]: the ``v`` with ``mean(v²) = 1`` (an RMS norm's output before its gain
+    ``gain`` [d]) whose ``gain ⊙ v`` is nearest to it, ``v = g t / (g² + μ)``, the multiplier μ > -min g² found
+    by bisection (the trust-region secular equation, monotone in μ). Where some gains are exactly 0 and the
+    others can reach ``want`` with ``mean(v²) <= 1`` (μ would be 0), the missing norm goes to the zero-gain
+    coordinates, which the write does not see, along ``fill``'s part there (uniformly if that is 0)."""
+    d = want.shape[1]
+    g2, gt = gain.pow(2), gain * want
+    zero = gain == 0
+    size = lambda mu: (gt / torch.where(zero, 1.0, g2 + mu)).pow(2).sum(1)          # [rows], decreasing in mu
+    lo = torch.full((want.shape[0], 1), 0.0 if zero.any() else -float(g2.min()), dtype=torch.float64)
+    hi = torch.maximum(gt.norm(dim=1, keepdim=True) / d ** 0.5, lo + 1e-12)          # size(hi) <= d
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        above = (size(mid) > d)[:, None]
+        lo, hi = torch.where(above, mid, lo), torch.where(above, hi, mid)
+    v = gt / torch.where(zero, 1.0, g2 + hi)
+    if zero.any():
+        short = d - v.pow(2).sum(1, keepdim=True)       # ~0 where the root mu > 0 was found, > 0 where mu = 0
+        part = torch.where(zero, fill, 0.0)
+        part = torch.where(part.norm(dim=1, keepdim=True) > 0, part, zero.to(torch.float64))
+        v = torch.where(short > 1e-6 * d, v + short.clamp_min(0).sqrt() * part / part.norm(dim=1, keepdim=True), v)
+    return v / v.pow(2).mean(1, keepdim=True).sqrt()
+
+
 def spread(model, targets: Targets, layers: list[int], stats: dict, hp: MemitHparams, progress=None) -> dict:
     """Stage 2 (see the module docstring): writes each layer's update in turn and returns, per layer, the factors
-    ``resid`` [n, d_model] and ``adj`` [n, d_mlp] (ΔW = residᵀ adj), the keys and the norms, plus the originals
-    and the written matrices. Any failure restores every layer (:func:`kept_matrices`)."""
+    ``resid`` [n, d_model] and ``adj`` [n, d_mlp] (ΔW = residᵀ adj; on a layer with a post-norm ``resid`` is the
+    MLP-output change :func:`post_norm_targets` maps the residual share to), the keys and the norms (with
+    ``step_reach_mean``: the mean share of its residual step the layer's write delivered, read at the next
+    layer), plus the originals and the written matrices. Any failure restores every layer
+    (:func:`kept_matrices`)."""
     z_layer = layers[-1]
     beta = float(hp.key_spread_weight)
     out = {"resid": {}, "adj": {}, "keys": {}, "norms": {}, "edited": {}, "key_match": {}}
+    hs, shares = [], []
+    moving = torch.tensor([not i.get("answered") for i in targets.info], dtype=torch.bool)  # z = h: no step asked
     with kept_matrices(model, layers) as originals:
         for j, layer in enumerate(layers):
+            post = arch.post_norm_module(model, layer, "mlp") is not None
             notify(progress, stage="keys", layer=layer)
-            st = subject_states(model, targets.batches, layer, z_layer, with_spread=beta > 0)
+            st = subject_states(model, targets.batches, layer, z_layer, with_spread=beta > 0, with_outputs=post)
             keys, h = st.keys, st.resid
             resid = (targets.z - h) / (len(layers) - j)
             notify(progress, stage="solve", layer=layer, error=float((targets.z - h).norm(dim=1).mean()))
+            factor, reach = post_norm_targets(model, layer, resid, st.outs, st.owner) if post else (resid, None)
             adj = solve_layer(keys, stats[layer], hp.mom2_update_weight, hp.mom2_ridge, spread=st.spread,
                               spread_weight=beta, layer=layer)
             out["key_match"][layer] = ((adj * st.bare).sum(1) / (adj * keys).sum(1)).tolist()
-            delta = factor_product(resid, adj)
+            delta = factor_product(factor, adj)
             w = model.mlp_out_matrix(layer)
             new = updated(originals[layer], delta)
             with torch.no_grad():
@@ -377,14 +454,31 @@ def spread(model, targets: Targets, layers: list[int], stats: dict, hp: MemitHpa
                 raise FloatingPointError(f"the MEMIT update produced non-finite weights at layer {layer}")
             notify(progress, stage="update", layer=layer)
             w0 = float(originals[layer].double().norm())
-            out["resid"][layer], out["adj"][layer], out["keys"][layer], out["edited"][layer] = resid, adj, keys, new
+            out["resid"][layer], out["adj"][layer], out["keys"][layer], out["edited"][layer] = factor, adj, keys, new
             out["norms"][layer] = {"update": float(delta.norm()), "weight": w0,
                                    "relative_update": float(delta.norm()) / w0,
                                    "residual_error_mean": float((targets.z - h).norm(dim=1).mean()),
                                    "resid_mean": float(resid.norm(dim=1).mean()),
                                    "key_norm_mean": float(keys.norm(dim=1).mean())}
+            if post:
+                out["norms"][layer].update(mlp_target_mean=float(factor.norm(dim=1).mean()),
+                                           mlp_out_mean=float(st.outs.norm(dim=1).mean()),
+                                           write_reach_mean=_mean_over(reach, moving))
+            hs.append(h)
+            shares.append(resid)
         h_final = subject_states(model, targets.batches, z_layer, z_layer).resid
     out["originals"] = originals
+    hs.append(h_final)
+    for j, layer in enumerate(layers):  # what each write delivered: the residual moved from one read to the next
+        moved = ((hs[j + 1] - hs[j]) * shares[j]).sum(1) / shares[j].pow(2).sum(1).clamp_min(1e-300)
+        out["norms"][layer].update(step_reach_mean=_mean_over(moved, moving),
+                                   residual_error_after=float((targets.z - hs[j + 1]).norm(dim=1).mean()))
     out["z_error"] = ((targets.z - h_final).norm(dim=1) / (targets.z - targets.init).norm(dim=1)
                       .clamp_min(1e-12)).tolist()
     return out
+
+
+def _mean_over(values: torch.Tensor, keep: torch.Tensor) -> float | None:
+    """Mean of ``values`` over the facts ``keep`` (those with a target: an answered fact's step is only what the
+    other facts' writes moved it by, and a ratio to it means nothing)."""
+    return float(values[keep].mean()) if bool(keep.any()) else None

@@ -18,7 +18,7 @@ from interp.core.variants import restore_matrices
 from interp.editing import memit_solve
 from interp.editing.evaluate import target_nll
 from interp.editing.facts import load_records
-from interp.editing.memit import MemitEdit, default_layers, load_memit_edit, memit_edit
+from interp.editing.memit import MemitEdit, default_layers, hparams_for, load_memit_edit, memit_edit
 from interp.editing.memit_solve import as_requests
 from interp.editing.vstar import edit_batch
 
@@ -494,3 +494,40 @@ def test_a_fact_the_model_already_answers_keeps_its_residual(embedded):
     assert embedded.weights_digest() == d0
     with pytest.raises(ValueError, match="already the model's answer"):  # one ROME edit still refuses it
         rome.edit(embedded, reqs[0]["prompt"], reqs[0]["subject"], " Paris", 4, stats=stats[4], v_steps=3)
+
+
+# ----------------------------------------------------------------------------------------------- Gemma 3 270M
+def test_gemma_defaults_are_the_studys_choice(gemma):
+    chosen = json.loads((Path(__file__).parents[1] / "studies" / "memit_gemma" / "results.json").read_text())["chosen"]
+    assert default_layers(gemma) == chosen["layers"]
+    hp = hparams_for(gemma)
+    assert (hp.v_lr, hp.mom2_update_weight, hp.clamp_norm_factor) == (
+        chosen["v_lr"], chosen["mom2_update_weight"], chosen["clamp_norm_factor"])
+    assert hparams_for(gemma, v_lr=0.5).v_lr == 0.5  # an explicit keyword still wins
+
+
+def test_dev_facts_flip_on_gemma(gemma):
+    """Three dev facts at once over Gemma's post-norm layers (a small key sample, so a ridge): each flips, the
+    last layer's write delivers most of its step, and the weights come back bit for bit."""
+    facts = load_records(split="dev", model=gemma)[:3]
+    layers = [3, 4, 5]  # layer 4 has zero post-norm gains
+    stats = mlp_key_second_moments(gemma, layers, n_tokens=2500, cache=False, progress=False)
+
+    def probs():
+        nll = target_nll(gemma, [f.text for f in facts] * 2,
+                         [f.target_new for f in facts] + [f.target_true for f in facts])
+        return torch.exp(-nll).reshape(2, -1).T
+
+    before = probs()
+    digest = gemma.weights_digest()
+    e = memit_edit(gemma, facts, layers=layers, stats=stats, v_steps=12, templates=((5, 1),), mom2_ridge=1e-4)
+    try:
+        after = probs()
+    finally:
+        e.revert()
+    assert gemma.weights_digest() == digest
+    assert (before[:, 1] > before[:, 0]).all(), before
+    assert (after[:, 0] > after[:, 1]).all(), (after, e.facts_info)
+    last = e.norms["layers"]["5"]
+    assert last["step_reach_mean"] > 0.5 and last["write_reach_mean"] > 0.5, e.norms
+    assert all(f["z_error"] < 1.0 for f in e.facts_info), e.facts_info

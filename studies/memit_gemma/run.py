@@ -203,6 +203,7 @@ def one_run(model, facts, tg: Targets, layers: list[int], stats: dict, hp: Memit
 
 
 def run_sweep(args) -> None:
+    commit = git_commit()  # the code as the run imports it
     model = load_gemma()
     hp0 = target_hp(args)
     facts = dev_facts(model, args.n)
@@ -233,12 +234,76 @@ def run_sweep(args) -> None:
     unedited = aggregate_scores(record_scores(model, facts)) if args.unedited else None
     out = {"model": f"Gemma 3 270M (fingerprint {model.fingerprint})", "split": "dev",
            "facts": f"{len(facts)} dev facts: the first fact of every subject, in file order, the first {len(facts)}",
-           "commit": git_commit(), "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "commit": commit, "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "command": "OMP_NUM_THREADS=1 python studies/memit_gemma/run.py " + " ".join(sys.argv[1:]),
            "end": args.end, "target_hparams": hp0.to_dict(), "target_seconds": target_seconds,
            "target_info": tg.info, "unedited": unedited, "runs": runs}
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(f"-> {args.out}")
+
+
+# ============================================================================================ merge + rule
+def choose(runs: list[dict], n: int) -> dict:
+    """The run the rule picks (module docstring) among those with all ``n`` facts in one batch and the adapted
+    target mapping."""
+    full = [r for r in runs if r["batch"] == r["n"] == n and r.get("mapping", "nearest") == "nearest"]
+    if not full:
+        raise SystemExit(f"no run edits all {n} facts at once with the 'nearest' mapping; nothing to choose from")
+    return max(full, key=lambda r: (round(r["aggregates"]["harmonic_mean"], 6), -len(r["layers"]),
+                                    r["mom2_update_weight"]))
+
+
+def target_summary(doc: dict) -> dict:
+    info = doc["target_info"]
+    nll = [i["nll_final"] for i in info]
+    return {"end": doc["end"], **{k: doc["target_hparams"][k] for k in TARGET_KEYS}, "facts": len(info),
+            "seconds": round(doc["target_seconds"], 1), "nll_final_mean": sum(nll) / len(nll),
+            "nll_final_max": max(nll), "nll_final_above_0.5": sum(x > 0.5 for x in nll),
+            "delta_norm_mean": sum(i["delta_norm"] for i in info) / len(info),
+            "resid_norm_mean": sum(i["resid_norm"] for i in info) / len(info),
+            "clamp_bound": sum(bool(i["clamp_bound"]) for i in info), "answered": sum(bool(i["answered"]) for i in info)}
+
+
+def run_merge(args) -> None:
+    """Join several ``sweep`` outputs (same facts) into ``--out``, apply the rule and keep the per-fact rows of
+    the chosen run and of the runs that do not compete (batches of 10, mapping ablations) only."""
+    docs = [json.loads(Path(p).read_text()) for p in args.files]
+    if len({d["facts"] for d in docs}) != 1:
+        raise SystemExit("these files were not made from the same facts")
+    runs, targets, parts = [], {}, []
+    for p, d in zip(args.files, docs):
+        parts.append({"file": Path(p).name, "command": d["command"], "commit": d["commit"], "date_utc": d["date_utc"]})
+        t = target_summary(d)
+        targets[f"end{t['end']} v_lr {t['v_lr']:g} clamp {t['clamp_norm_factor']:g}"] = t
+        runs += [{**r, "end": d["end"], "part": Path(p).name} for r in d["runs"]]
+    n = max(r["n"] for r in runs)
+    chosen = choose(runs, n)
+    for r in runs:
+        a = r["aggregates"]
+        r["efficacy_failed_case_ids"] = [x["case_id"] for x in r["rows"] if x["efficacy_score"] == 0]
+        r["subject_first_failures"] = sum(x["subject_first"] for x in r["rows"] if x["efficacy_score"] == 0)
+        competes = r["batch"] == r["n"] == n and r.get("mapping", "nearest") == "nearest"
+        if competes and r is not chosen:
+            r.pop("rows")
+        a["harmonic_mean"] = round(a["harmonic_mean"], 4)
+    unedited = next((d["unedited"] for d in docs if d.get("unedited")), None)
+    out = {"model": docs[0]["model"], "split": "dev", "facts": docs[0]["facts"],
+           "rule": "the (layers, λ, v* settings) with the highest harmonic mean of the success-form efficacy, "
+                   "paraphrase and neighbourhood scores with all facts in one batch (target mapping 'nearest'); "
+                   "a tie goes to the shorter range, then the larger λ",
+           "chosen": {"layers": chosen["layers"], "mom2_update_weight": chosen["mom2_update_weight"],
+                      **{k: chosen[k] for k in TARGET_KEYS}, "harmonic_mean": chosen["aggregates"]["harmonic_mean"]},
+           "merge_command": "python studies/memit_gemma/run.py merge " + " ".join(Path(p).name for p in args.files),
+           "parts": parts, "targets": targets, "unedited": unedited, "runs": runs}
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    for r in sorted(runs, key=lambda r: (r["batch"], r.get("mapping", "nearest"), r["v_lr"], r["end"],
+                                         r["layers"][0], r["mom2_update_weight"])):
+        a = r["aggregates"]
+        print(f"end {r['end']} layers {r['layers'][0]}-{r['layers'][-1]} λ={r['mom2_update_weight']:g} "
+              f"v_lr={r['v_lr']:g} batch={r['batch']} {r.get('mapping', 'nearest')}: ES "
+              f"{a['efficacy_score']['mean']:.1f} PS {a['paraphrase_score']['mean']:.1f} NS "
+              f"{a['neighborhood_score']['mean']:.1f} HM {a['harmonic_mean']:.2f}")
+    print(f"chosen: {out['chosen']} -> {args.out}")
 
 
 def main(argv=None) -> None:
@@ -260,8 +325,11 @@ def main(argv=None) -> None:
     sw.add_argument("--mapping", choices=sorted(MAPPINGS), default="nearest",
                     help="how a residual share becomes the MLP-output target (ablations: linear, none)")
     sw.add_argument("--out", required=True)
+    mg = sub.add_parser("merge")
+    mg.add_argument("files", nargs="+")
+    mg.add_argument("--out", default=str(Path(__file__).with_name("results.json")))
     args = p.parse_args(argv)
-    {"targets": run_targets, "sweep": run_sweep}[args.stage](args)
+    {"targets": run_targets, "sweep": run_sweep, "merge": run_merge}[args.stage](args)
 
 
 if __name__ == "__main__":

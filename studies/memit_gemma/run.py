@@ -242,6 +242,33 @@ def run_sweep(args) -> None:
     print(f"-> {args.out}")
 
 
+# ============================================================================================ which scale
+def run_scales(args) -> None:
+    """Per layer, how much the scale of the MLP output differs between a fact's template rows: the rms of the
+    template-mean output and the rows' arithmetic mean rms, each over their harmonic mean (the first-order scale
+    the mapping uses), and the rows' coefficient of variation; unedited model, the first ``--n`` dev facts."""
+    model = load_gemma()
+    hp = MemitHparams.make()
+    templates = context_templates(model, seed=0, spec=hp.templates)
+    requests = as_requests(dev_facts(model, args.n))
+    batches = [edit_batch(model, r["prompt"], r["subject"], model.target_tokens(r["target_new"]), templates,
+                          hp.kl_prompt, hp.subject_token) for r in requests]
+    n = len(batches)
+    for layer in range(args.end + 1):
+        st = memit_solve.subject_states(model, batches, layer, args.end, with_outputs=True)
+        rms = (st.outs.pow(2).mean(1) + 1e-6).sqrt()
+        count = torch.bincount(st.owner, minlength=n).to(torch.float64)
+        owner = st.owner
+        per_fact = lambda x, o=owner: torch.zeros(n, *x.shape[1:], dtype=torch.float64).index_add_(0, o, x)
+        harmonic_rms = count / per_fact(1 / rms)
+        arithmetic = per_fact(rms) / count
+        mean_out = per_fact(st.outs) / count[:, None]
+        cv = (per_fact((rms - arithmetic[owner]).pow(2)) / count).sqrt() / arithmetic
+        of_mean = mean_out.pow(2).mean(1).add(1e-6).sqrt()
+        print(f"layer {layer}: rms(template-mean output) / harmonic {float((of_mean / harmonic_rms).mean()):.3f}, "
+              f"arithmetic / harmonic {float((arithmetic / harmonic_rms).mean()):.3f}, rows' CV {float(cv.mean()):.3f}")
+
+
 # ============================================================================================ merge + rule
 def choose(runs: list[dict], n: int) -> dict:
     """The run the rule picks (module docstring) among those with all ``n`` facts in one batch and the adapted
@@ -325,11 +352,14 @@ def main(argv=None) -> None:
     sw.add_argument("--mapping", choices=sorted(MAPPINGS), default="nearest",
                     help="how a residual share becomes the MLP-output target (ablations: linear, none)")
     sw.add_argument("--out", required=True)
+    sc = sub.add_parser("scales")
+    sc.add_argument("--end", type=int, default=5)
+    sc.add_argument("--n", type=int, default=100)
     mg = sub.add_parser("merge")
     mg.add_argument("files", nargs="+")
     mg.add_argument("--out", default=str(Path(__file__).with_name("results.json")))
     args = p.parse_args(argv)
-    {"targets": run_targets, "sweep": run_sweep, "merge": run_merge}[args.stage](args)
+    {"targets": run_targets, "sweep": run_sweep, "scales": run_scales, "merge": run_merge}[args.stage](args)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """interp — a mechanistic-interpretability toolkit: load a real model offline, read and write its residual stream,
 and look inside it (logit lens, attribution, attention, neurons, induction heads, ROME fact editing)."""
 
-from . import memit, rome
+from . import induction, memit, patching, rome
 from .analyses import experts
 from .analyses.attention import attention
 from .analyses.head_scan import head_scan
@@ -20,6 +20,7 @@ from .analyses.tuned_lens import (
     train_tuned_lens,
     tuned_lens,
 )
+from .core.corpus import wiki_documents
 from .core.loading import load, load_tiny
 from .core.model import Model
 
@@ -28,4 +29,5 @@ __all__ = ["load", "load_tiny", "Model", "logit_lens", "decompose", "direct_logi
            "head_scan",
            "neurons", "induction_heads", "reproduce_induction", "causal_trace", "trace_facts", "rome", "memit",
            "activation_patching", "attribution_patching", "path_patching", "tuned_lens", "train_tuned_lens",
-           "load_tuned_lens", "TunedLens", "evaluate_lens", "prediction_depth", "experts"]
+           "load_tuned_lens", "TunedLens", "evaluate_lens", "prediction_depth", "experts", "patching", "induction",
+           "wiki_documents"]

@@ -20,11 +20,12 @@ from .editing.eval.scale_result import ScaleResult, mass_table, plot_mass
 from .editing.facts import Fact, load_records
 from .editing.ft import FTEdit, ft_edit, load_ft_edit
 from .editing.hparams import FTHparams, RomeHparams
+from .editing.keys import key_stats
 from .editing.rome import Edit, edit, edits_together, load_edit
 
 compare = compare_edit  # interp.rome.compare(model, edit, record): completions and target probabilities, before/after
 
 __all__ = ["Edit", "EvalResult", "EvalSettings", "FTEdit", "FTHparams", "Fact", "RomeHparams", "ScaleResult",
            "ScaleSettings", "compare", "compare_completions", "default_layer", "edit", "edits_together", "evaluate",
-           "ft_edit", "lens_before_after", "load_edit", "load_ft_edit", "load_records", "mass_table", "model_edited",
+           "ft_edit", "key_stats", "lens_before_after", "load_edit", "load_ft_edit", "load_records", "mass_table", "model_edited",
            "plot_mass", "sequential_edits"]

@@ -58,6 +58,20 @@ print("plain  :", repr(model.generate(prompt, 12)))
 for scale in (0.5, 1.0, 3.0):
     with model.steer(direction, 12, scale=scale):
         print(f"x{scale:<5}:", repr(model.generate(prompt, 12)))"""),
+    ("md", """## Patching your own prompt pair, with your own metric
+The hand-made patch above, done for every layer and position at once: `interp.activation_patching` takes a clean
+and a corrupted prompt (the same number of tokens), any metric, and what to patch. A metric is any function of the
+last position's logits `[n_pairs, vocab]` (and the pair batch) returning one number per pair; here the logit
+difference between the two cities, written by hand (`interp.patching.logit_diff(" Paris", " Rome")` is the same
+built in). The grid is normalised: 0 is the corrupted run's metric, 1 the clean run's."""),
+    ("code", """paris, rome_id = model.to_single_token(" Paris"), model.to_single_token(" Rome")
+
+def paris_minus_rome(logits, batch):          # logits: [n_pairs, vocab] at each prompt's last token
+    return logits[:, paris] - logits[:, rome_id]
+
+grid = interp.activation_patching(model, prompt, donor, paris_minus_rome, over="resid_pre")
+print(grid.summary())
+grid.plot()"""),
 ]
 
 nb = nbf.v4.new_notebook()

@@ -133,15 +133,14 @@ final norm and trained so that the translated residual predicts what the *model*
 KL(final ‖ lens) on natural text). `A_l = 0, b_l = 0` is exactly the logit lens.
 
 The reference implementation trains on tens of millions of tokens on a GPU. `interp.train_tuned_lens` trains on
-this laptop CPU: one forward pass over 16,384 positions of the held-in Wikipedia text, a closed-form
-least-squares start per layer, then 16 Adam steps on the KL itself; a bias-only translator `h + c_l` (the
-paper's baseline) is trained alongside. That takes ~5 minutes on the 2 cores
-(`python benchmarks/bench_tuned_lens.py` or `interp train-lens`), is saved under the model's fingerprint, and
-every later call loads it:"""),
-    ("code", """try:
-    tl = interp.load_tuned_lens(model)   # the newest lens cached for this model (the benchmark, `interp train-lens`)
-except FileNotFoundError:                # none yet: a smaller one here (~1-2 min); the default takes ~5
-    tl = interp.train_tuned_lens(model, tokens=4096, kl_tokens=1024, steps=4, progress=False)
+this laptop CPU: one forward pass over held-in Wikipedia text, a closed-form least-squares start per layer, then
+Adam steps on the KL itself; a bias-only translator `h + c_l` (the paper's baseline) is trained alongside. Its
+default (16,384 positions, 16 KL steps) takes ~5 minutes on 2 cores (`interp train-lens`); this notebook trains a
+smaller lens with the settings written in the cell (4,096 positions, 1,024 of them for 4 KL steps, ~1-2 minutes),
+so that what it shows does not depend on which lens happens to be cached. A lens is saved under the model's
+fingerprint and its settings, so the call loads it the second time; its settings are printed with it:"""),
+    ("code", """tl = interp.train_tuned_lens(model, tokens=4096, kl_tokens=1024, steps=4, progress=False)
+print({k: tl.meta["settings"][k] for k in ("tokens", "kl_tokens", "steps", "seed", "corpus")})
 print(tl.summary())
 tl.plot()                                # training KL: least-squares start, then the KL steps"""),
     ("md", """The same prompt through both lenses. `interp.tuned_lens` returns the logit lens's result type, marked
@@ -160,13 +159,17 @@ print("first-row guesses at each position (tuned lens, after 0 blocks):",
       [(tuned.str_tokens[p], tuned.top(0, p)[0][0]) for p in tuned.positions[4:]])
 tuned.plot_targets()"""),
     ("code", """tuned.show()  # the tuned lens, interactive (same view as the logit lens, titled "tuned lens")"""),
-    ("md", """Through the tuned lens the picture changes where the logit lens was blind. After 0-8 blocks the guess at
-" of" is " the", and at the other positions the first rows already give sensible bigram-like continuations
-(" located" → " in", " is" → " a", " in" → " the"): the early residual does encode a next-token guess, just not
-in the unembedding's basis. In the middle of the stack the tuned lens shows the *kind* of answer forming (capital
-initials " S", " N", " K", then " Los", " Lag"), " Paris" climbs from rank ~500 to ~100 around layers 16-20 and
-to 16 at layer 23, and is top-1 from 24 blocks on; the logit lens only finds it in the final row. Late rows are more confident than the
-model itself (p ≈ 0.8-0.9 against 0.30 at the output): the last blocks spread probability out again.
+    ("md", """Through the tuned lens the picture changes where the logit lens was blind. After 0 blocks the tuned lens
+already gives bigram-like continuations at the other positions (" located" → " in", " is" → " a", " in" →
+" the", " city" → " of"): the early residual does encode a next-token guess, just not in the unembedding's
+basis. At " of" itself the early rows guess " a" / " the" (and " Ash" after 3 blocks); in the middle of the stack
+the tuned lens shows name fragments and capital initials (" Lag", " K", " S", " El", " N", " Z", " Al"), the
+*kind* of answer forming. The rank of " Paris" does not fall steadily: 764 at the embedding, thousands in rows
+2-4 and 10-13, 600-1,900 in rows 14-18, 200-600 in rows 19-21, then 69 and 39 in rows 22-23, and top-1 from 24
+blocks on; the
+logit lens only finds it in the final row (rank 710 at row 24, 3 at row 29). Late rows are more confident than
+the model itself (p 0.79 after 24 blocks, 0.95 after 27, against 0.30 at the output): the last blocks spread
+probability out again.
 
 One prompt is an anecdote. On held-out documents (never trained on: one document in ten, by hash) the
 comparison is per layer, in bits of KL to the model's final distribution and in perplexity on the actual next
@@ -183,19 +186,23 @@ depth = interp.prediction_depth(model, records, tl, progress=False)
 print(depth.summary())
 depth.plot()"""),
     ("md", """What the difference says about the early layers. With the logit lens SmolLM2 looks as if it knew nothing
-until the very end: ~20-28 bits of KL and perplexities in the millions through layer 22. The tuned lens brings
-the KL from ~150 to ~5 bits at the embedding and keeps it 4-12x below the logit lens's at every layer, with a
-perplexity that falls smoothly from ~500 to the model's own ~18. So the early and middle residuals carry a
-usable next-token prediction that improves layer by layer; the logit lens hides it because SmolLM2's
-intermediate layers write in a basis the tied unembedding does not read. The bias-only baseline recovers only
-part of it (about half the logit lens's KL): a shift is not enough, the basis has to rotate. For facts the picture is the opposite: even through the tuned lens the
-final answer settles late (mean depth ~26 of 30 against ~30 for the logit lens), so the fact itself is written
-by the last blocks, consistent with the direct logit attribution above.
+until the very end: 21-28 bits of KL in the rows shown from 3 to 21, perplexities from tens of millions to
+billions. The tuned
+lens brings the KL from 154 to 6 bits at the embedding (26x lower) and keeps it at most 0.31 of the logit lens's
+at every row up to 24 (the worst is row 1; the rows shown from 3 to 27 are 4-9x lower), with a perplexity that
+falls from ~1,200
+at the embedding to the model's own 17.6. So the early and middle residuals carry a usable next-token
+prediction that improves layer by layer; the logit lens hides it because SmolLM2's intermediate layers write in
+a basis the tied unembedding does not read. The bias-only baseline recovers only part of it (it keeps about
+40-60% of the logit lens's KL in the rows shown from 3 to 24): a shift is not enough, the basis has to rotate. For facts the picture is the
+opposite: even through the tuned lens the final answer settles late (mean depth 26.4 of 30 against 29.4 for the
+logit lens), so the fact itself is written by the last blocks, consistent with the direct logit attribution
+above.
 
-**Caveats.** The translators were fitted on 16k positions of encyclopedic text (BOS excluded), with a
-least-squares start and few KL steps where the paper uses ~65M tokens of SGD; they are a lens onto this model's
-residual stream on text like that, not a causal claim: a translator can also read features a layer computes but
-never uses for the next token."""),
+**Caveats.** This lens was fitted on 4,096 positions of encyclopedic text (BOS excluded), with a least-squares
+start and 4 KL steps, where the paper uses ~65M tokens of SGD (the default, 16,384 positions and 16 steps, is
+not what is shown here). It is a lens onto this model's residual stream on text like that, not a
+causal claim: a translator can also read features a layer computes but never uses for the next token."""),
 ]
 
 nb = nbf.v4.new_notebook()

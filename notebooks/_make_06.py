@@ -23,7 +23,8 @@ SmolLM2-135M-Instruct (30 layers, 9 query heads and 3 KV groups per layer):
    (subject embeddings noised) on the same facts — do the same layers and positions light up?
 
 Every number in the text below was read off this notebook's own outputs; "in this run" marks numbers that depend
-on the sampled prompts. To stay within a few CPU minutes the studies use small prompt sets (16 IOI pairs for
+on the sampled prompts. The notebook takes about 10 minutes on 2 cores (each section prints its own time); to keep
+it there the studies use small prompt sets (16 IOI pairs for
 patching, 8 induction pairs, 6 facts); `benchmarks/bench_patching.py` runs the IOI comparison on 32 pairs."""),
     ("code", """import time
 
@@ -33,8 +34,8 @@ import pandas as pd
 import torch
 
 import interp
-from interp.analyses.induction import copying_score
-from interp.analyses.patching import NAMES, fact_pairs, induction_pairs, ioi, prob, single_token_words
+from interp.induction import copying_score
+from interp.patching import NAMES, fact_pairs, induction_pairs, ioi, prob, single_token_words
 
 torch.set_num_threads(2)
 START = time.perf_counter()
@@ -94,7 +95,7 @@ top.round(3)"""),
 
 AtP estimates every head's effect from one clean forward, one corrupted forward and one backward: (clean z −
 corrupted z) · ∂metric/∂z. `compare` gives the rank correlation over all 270 heads and the share of the exhaustive
-top 10 that AtP also ranks in its top 10. (The AtP* QK fix concerns queries and keys; a head's output `z` never
+top 10 that AtP also ranks in its top 10. (The QK fix concerns queries and keys; a head's output `z` never
 passes its own softmax, so for `over="heads"` the plain estimate is used.)"""),
     ("code", """t0 = time.perf_counter()
 atp = interp.attribution_patching(model, pairs, over="heads", layers=LAYERS)
@@ -107,6 +108,60 @@ top["atp"] = [float(atp.values[LAYERS.index(r.layer), r.head]) for r in top.iter
 top["atp_rank"] = [rank[(r.layer, r.head)] for r in top.itertuples()]
 print(top.round(3).to_string(index=False))
 cmp.plot()"""),
+    ("md", """### Queries and keys: the two AtP* fixes, checked against exhaustive patching
+
+Head outputs never pass through their own attention softmax, so the check above exercised neither fix of AtP*
+(Kramár et al. 2024). Queries and keys act *only* through the softmax, where a linear estimate is poorest (a
+saturated pattern has a near-zero gradient however much a new key would move it): the **QK fix** recomputes the
+head's attention pattern exactly with the patched queries or keys and linearises only from the pattern on. The
+second fix, **GradDrop**, is for cancellation: a component's direct effect and its effect through later layers can
+cancel in the gradient. It takes the estimate once per layer *l* with the gradient through layer *l*'s writes to the
+residual stream dropped, and averages the absolute values over the layers (dividing by L − 1): an unsigned
+magnitude for deciding what to verify, so it is compared with the exhaustive |effect|.
+
+On the same 16 pairs, each query head (`head_q`) and each KV group's keys (`head_k`, 3 groups of 3 query heads per
+layer) is patched exhaustively, clean into corrupted, in layers 23–29 (all 30 layers would take 360 patched
+runs, more than the 270-head grid above), and estimated three ways: plain AtP, AtP with the QK fix, and AtP* (QK
+fix + GradDrop). The table gives the Spearman correlation with the exhaustive values over all components of a kind
+(for the signed estimates on the signed values and on |effect|; AtP* has only the latter) and the top-k recall:
+the share of the exhaustive top k by |effect| that the estimate also ranks in its top k (k = 10 of 63 query heads,
+5 of 21 KV groups)."""),
+    ("code", """QK_LAYERS = list(range(23, L))
+t0 = time.perf_counter()
+qk_exh = {kind: interp.activation_patching(model, pairs, over=kind, layers=QK_LAYERS) for kind in ("head_q", "head_k")}
+print(f"exhaustive head_q and head_k in layers {QK_LAYERS[0]}-{QK_LAYERS[-1]}: {time.perf_counter() - t0:.0f} s")
+for kind, res in qk_exh.items():
+    print(res.summary())"""),
+    ("code", """def rank_corr(a, b):
+    # Spearman: the correlation of the ranks (ties averaged)
+    return float(pd.Series(a.flatten().numpy()).rank().corr(pd.Series(b.flatten().numpy()).rank()))
+
+
+ESTIMATES = {"AtP": {"qk_fix": False}, "AtP + QK fix": {"qk_fix": True},
+             "AtP* (QK fix + GradDrop)": {"qk_fix": True, "grad_drop": True}}
+recs, times = [], []
+for kind, k in (("head_q", 10), ("head_k", 5)):
+    truth = qk_exh[kind]
+    for name, kw in ESTIMATES.items():
+        t0 = time.perf_counter()
+        est = interp.attribution_patching(model, pairs, over=kind, layers=QK_LAYERS, **kw)
+        times.append(f"{kind} {name}: {time.perf_counter() - t0:.1f} s")
+        c = est.compare(truth, k=k)   # an unsigned estimate is ranked against |exhaustive|
+        recs.append({"over": kind, "estimate": name, "signed": est.signed,
+                     "spearman": c.spearman if est.signed else np.nan,
+                     "spearman_abs": rank_corr(est.values.abs(), truth.values.abs()), "k": k,
+                     "topk_recall": c.topk_recall})
+print("; ".join(times))
+qk_table = pd.DataFrame(recs).set_index(["over", "estimate"])
+qk_table.round(3)"""),
+    ("md", """In layers 23–29 of this run the QK fix does what it is for: Spearman against the exhaustive values rises from
+0.986 to 0.999 for queries and from 0.892 to 0.994 for keys, and the query top-10 recall from 0.9 to 1.0. GradDrop
+on top of it makes the ranking *worse* here: Spearman on |effect| 0.897 against 0.995 with the QK fix alone for
+queries, 0.783 against 0.994 for keys, and key top-5 recall 0.6. GradDrop exists to catch effects that cancel in
+the gradient; none of the large effects in this grid was hidden from the plain estimate, so there was nothing for
+it to find, and its averaging over dropped layers adds noise to the ranking. This is one check (63 query heads
+and 21 KV groups in 7 layers, one task, 16 pairs), not a verdict on GradDrop; `attribution_patching` keeps
+`grad_drop=False` by default."""),
     ("md", """### Do the top heads attend to the indirect object, and do they copy it?
 
 For the six heads with the largest exhaustive effect, on the 16 clean prompts:
@@ -119,7 +174,8 @@ For the six heads with the largest exhaustive effect, on the 16 clean prompts:
   name goes through W_O and the unembedding; the share of names whose own logit is the largest among all names
   (chance: 1/number of names);
 - **direct logit attribution**: the head's output at the last token, through the final norm's scale, on
-  logit(IO) − logit(S) (positive: it pushes the answer directly)."""),
+  logit(IO) − logit(S) (positive: it pushes the answer directly), and on logit(IO) and logit(S) separately: a
+  difference alone cannot tell a head that boosts IO from one that suppresses S."""),
     ("code", """heads = [(int(r), int(c)) for r, c, _ in exh.top(6)]
 toks = model.to_tokens(pairs.clean)
 last = torch.tensor(model.lengths(pairs.clean)) - 1
@@ -149,7 +205,7 @@ copy_all = copying_score(model)
 # direct logit attribution at the last token: head output x final-norm scale . (W_U[IO] - W_U[S])
 resid = cache[fin][rows, last]
 scale = (resid.pow(2).mean(-1) + model.norm_eps()).rsqrt()
-ld_dir = (W_U[:, pairs.answer_ids] - W_U[:, pairs.wrong_ids]).T * lnf          # [N, d_model]
+io_dir, s_dir = W_U[:, pairs.answer_ids].T * lnf, W_U[:, pairs.wrong_ids].T * lnf   # [N, d_model] each
 
 recs = []
 for l, h in heads:
@@ -158,13 +214,15 @@ for l, h in heads:
     v = v[:, model.kv_group(h) if v.shape[1] == model.n_kv_heads else h]
     name_logits = (v @ model.W_O(l)[h]) * lnf @ W_U[:, name_ids]                # [names, names]
     z = cache[f"blocks.{l}.attn.hook_z"][rows, last, h]                         # [N, d_head]
-    dla = ((z @ model.W_O(l)[h]) * scale[:, None] * ld_dir).sum(-1)
+    write = (z @ model.W_O(l)[h]) * scale[:, None]                              # [N, d_model], direct path
+    dla_io, dla_s = (write * io_dir).sum(-1), (write * s_dir).sum(-1)
     recs.append({"head": f"L{l}H{h}", "exhaustive": float(exh.values[LAYERS.index(l), h]),
                  "attn_IO": float(p[rows, io_pos].mean()), "attn_S1": float(p[rows, s1_pos].mean()),
                  "attn_S2": float(p[rows, s2_pos].mean()), "attn_BOS": float(p[:, 0].mean()),
                  "copying_score": float(copy_all[l, h]),
                  "name_self_top1": float((name_logits.argmax(1) == torch.arange(len(names))).float().mean()),
-                 "DLA_IO_minus_S": float(dla.mean())})
+                 "DLA_IO_minus_S": float((dla_io - dla_s).mean()), "DLA_IO": float(dla_io.mean()),
+                 "DLA_S": float(dla_s.mean())})
 movers = pd.DataFrame(recs).set_index("head")
 print(f"{len(names)} single-token names (chance for name_self_top1: {1 / len(names):.3f})")
 movers.round(3)"""),
@@ -182,12 +240,16 @@ movers.round(3)"""),
 - *Not the GPT-2 story.* In GPT-2 small the answer is written by "name mover" heads that attend to the IO name
   and copy it. Here none of the top heads does that: from the last token, L23H3, L20H0 and L19H2 attend to the
   **second S** (0.65, 0.77, 0.34) and hardly to IO (≤ 0.04), and their OV circuits do not copy names (copying
-  scores −0.15, −0.41, −0.69; a lone name's value promotes itself for 0–2% of names, at chance). L23H3's direct
-  effect on logit(IO) − logit(S) is +2.6 while it attends to S: it writes *against* the name it reads — the
-  behaviour of a suppression head (the "negative name movers" of the IOI paper, here with the largest positive
-  effect). L20H0 and L19H2 have no direct effect (|DLA| < 0.05): they act through later layers, like GPT-2's
-  S-inhibition heads. L29H1 attends to neither name, yet writes +0.77 directly and has a strongly positive copying
-  score (0.95); L29H0 is its mirror (DLA −0.46, copying −1.00).
+  scores −0.15, −0.41, −0.69; a lone name's value promotes itself for 0–2% of names, at chance).
+- *L23H3 suppresses S.* Its direct effect on logit(IO) − logit(S) is +2.56, and the two logits separately say
+  where that comes from: logit(S) −2.60, logit(IO) −0.04. It reads the second S and lowers S; it does not raise
+  IO. Attending to a name and lowering that same name is what a copy-suppression head does (McDougall et al.
+  2023); it is not a "negative name mover" (Wang et al.'s attend to IO and lower IO). Whether its OV circuit
+  suppresses whatever token it attends to, as copy suppression proper requires, is not tested here: its copying
+  score is only mildly negative (−0.15), and a lone name's value does not single out that name (0 of 64).
+- L20H0 and L19H2 have no direct effect (|DLA| ≤ 0.1 on either name): they act through later layers, like GPT-2's
+  S-inhibition heads. L29H1 attends to neither name, yet raises both directly, IO more (+1.52 against +0.75 for S;
+  net +0.77), with a strongly positive copying score (0.95); L29H0 lowers both (IO −1.09, S −0.63; copying −1.00).
 - L17H4 attends to BOS from the last token (0.97) and has no direct effect, yet restoring it recovers 0.30: its
   effect comes from earlier positions (the patch covers all of them). It is also one of the three induction heads
   of section 2 — the duplicate-name detection that GPT-2 does with induction and duplicate-token heads at S2.
@@ -330,8 +392,9 @@ print(f"notebook time so far: {time.perf_counter() - START:.0f} s")"""),
     ("md", """**Patching and tracing agree on where a fact is read.** On the six facts the two grids correlate at r = 0.80–0.98
 (mean 0.91) over all layers and positions, though one corrupts the subject by swapping it for another subject and
 the other by noising its embeddings. Both show the two sites of the ROME paper: an early site on the subject —
-restoring a single subject state after 3–16 blocks brings back most of the clean probability (the last subject
-token's best value: 0.90 on average by patching, 1.08 by tracing) — and a late site at the last token, which
+restoring the last subject token's state alone peaks after 2–16 blocks, at 0.90 of the clean probability on
+average by patching and 1.08 by tracing, though not for every fact (the Arc de Triomphe's best is 0.03 by
+patching, the Sagrada Familia's 0.46 and 0.43) — and a late site at the last token, which
 takes over for good after 24 blocks (22 for "Emmy Noether") in every fact, at the same layer under both
 corruptions: the handover is a property of the model, not of the corruption. Values above 1 mean that restoring
 one state gives the target more probability than the clean run did; dividing by a small clean − corrupted gap

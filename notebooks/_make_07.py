@@ -25,12 +25,11 @@ import pandas as pd
 import torch
 
 import interp
-from interp.core import arch
-from interp.core.results import new_figure
+import matplotlib.pyplot as plt
 
 torch.set_num_threads(2)
 models = {"SmolLM2-135M": interp.load(), "Gemma 3 270M": interp.load("gemma3-270m")}
-pd.DataFrame({name: {**m.arch_facts(), **arch.features(m)} for name, m in models.items()})"""),
+pd.DataFrame({name: m.architecture() for name, m in models.items()})"""),
     ("md", """## 1. Where " Paris" surfaces
 
 The logit lens reads the residual after every block through the model's own final norm and unembedding. Rows are
@@ -38,7 +37,7 @@ put on one axis as a fraction of depth (0 = the embedding, 1 = the final residua
 the top token only at the final residual; in Gemma it is top-1 from row 14 of 18 on, and the model is surer."""),
     ("code", """prompt = "The Eiffel Tower is located in the city of"
 lenses = {name: interp.logit_lens(m, prompt, targets=[" Paris"], positions=[-1]) for name, m in models.items()}
-fig = new_figure(figsize=(8, 3.5))
+fig = plt.figure(figsize=(8, 3.5), layout="constrained")
 ax = fig.add_subplot(1, 1, 1)
 rows = []
 for name, lens in lenses.items():
@@ -49,7 +48,7 @@ for name, lens in lenses.items():
     rows.append({"model": name, "layers": lens.n_layers, "top-1 from row": first,
                  "fraction of depth": round(first / lens.n_layers, 2), "final p": float(curve["prob"][-1])})
 ax.set_yscale("log"); ax.invert_yaxis(); ax.set_xlabel("fraction of depth"); ax.set_ylabel("rank + 1 of ' Paris'")
-ax.legend(); fig"""),
+ax.legend(); plt.show()"""),
     ("code", """pd.DataFrame(rows).set_index("model")"""),
     ("md", """## 2. Induction heads
 
@@ -59,35 +58,46 @@ layer; on these short sequences local and global layers see the same tokens.""")
     ("code", """scans = {name: interp.induction_heads(m, seq_len=20, batch=2, copying=False) for name, m in models.items()}
 pd.concat({name: s.top(5)[["induction_score", "prefix_matching_score", "previous_token_score"]]
            for name, s in scans.items()}).round(3)"""),
-    ("code", """fig = new_figure(figsize=(10, 3.2))
+    ("code", """from matplotlib.ticker import MaxNLocator
+
+fig = plt.figure(figsize=(10, 3.2), layout="constrained")
 for i, (name, s) in enumerate(scans.items()):
     ax = fig.add_subplot(1, 2, i + 1)
     im = ax.imshow(s.scores["induction_score"].numpy(), aspect="auto", origin="lower", vmin=0, vmax=1, cmap="Blues")
     ax.set_title(f"{name}: induction score", fontsize=10); ax.set_xlabel("head"); ax.set_ylabel("layer")
-fig.colorbar(im, ax=fig.axes, fraction=0.03)
-fig"""),
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True)); ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+fig.colorbar(im, ax=fig.axes, fraction=0.03).set_label("induction score")
+plt.show()"""),
     ("md", """## 3. Where facts are stored
 
 Causal tracing on 30–40 dev facts of each model (stored with the layer choice in `studies/rome_layer/`): the
-average indirect effect of restoring one MLP window at the last subject token, per layer. Both peak early, before a
-third of the depth; Gemma's effect vanishes after layer 8 of 18."""),
+average indirect effect of restoring one MLP window at the last subject token, per layer (noise corruption, the
+paper's window of 10 layers: the point at layer *l* restores MLPs *l*−5 … *l*+4 together). Both peak early, before
+a third of the depth; Gemma's effect vanishes after layer 8 of 18.
+
+**What the window hides.** Every point up to layer 5 includes MLP 0, none after it does. SmolLM2's curve drops by a
+third exactly there (layer 5 → 6), and in notebook 05 a window-1 trace of SmolLM2 puts most of the effect in
+MLP 0 alone, on the Eiffel prompt and on average over dev facts: MLP 0 rebuilding the subject's word from its tokens
+(detokenisation), not a stored fact in a mid-layer MLP. Gemma's curve falls most between layers 8 and 9, where MLP 3
+leaves the window; Gemma was not traced with window 1, so which of its MLPs carry its early plateau is not measured
+here. Read both curves as "the early MLPs, together", not as the layer that stores facts."""),
     ("code", """def trace_curve(path):
     return json.loads(Path(path).read_text())["trace"]["mlp_indirect_effect_by_layer"]
 
-fig = new_figure(figsize=(8, 3.2))
+fig = plt.figure(figsize=(8, 3.2), layout="constrained")
 ax = fig.add_subplot(1, 1, 1)
 for name, path in {"SmolLM2-135M": "../studies/rome_layer/rome_layer.json",
                    "Gemma 3 270M": "../studies/rome_layer/rome_layer_gemma.json"}.items():
     curve = torch.tensor(trace_curve(path))
     ax.plot(torch.arange(len(curve)) / len(curve), curve.numpy(), marker=".", label=name)
-ax.set_xlabel("fraction of depth"); ax.set_ylabel("MLP indirect effect"); ax.legend(); fig"""),
+ax.set_xlabel("fraction of depth"); ax.set_ylabel("MLP indirect effect"); ax.legend(); plt.show()"""),
     ("md", """The seed fact, live: the subject replaced by another of the same token length ("The Colosseum", which
 moves both models to " Rome"), then the clean residual after one block restored at one position: at the best
 subject token (solid) and at the last token (dashed)."""),
     ("code", """traces = {name: interp.causal_trace(m, prompt, "The Eiffel Tower", corruption="replace",
                                    replacement="The Colosseum", kinds=("resid",), positions=["subject", "last"])
           for name, m in models.items()}
-fig = new_figure(figsize=(8, 3.2))
+fig = plt.figure(figsize=(8, 3.2), layout="constrained")
 ax = fig.add_subplot(1, 1, 1)
 for (name, t), color in zip(traces.items(), ("C0", "C1")):
     depth = (torch.arange(t.n_layers) + 1) / t.n_layers
@@ -96,7 +106,7 @@ for (name, t), color in zip(traces.items(), ("C0", "C1")):
     ax.plot(depth, grid[:, s0:s1].amax(1).numpy(), color=color, marker=".", label=f"{name}: best subject token")
     ax.plot(depth, grid[:, -1].numpy(), color=color, ls="--", label=f"{name}: last token")
 ax.set_xlabel("fraction of depth (after block)"); ax.set_ylabel("restored p(' Paris') / clean")
-ax.legend(fontsize=8); fig"""),
+ax.legend(fontsize=8); plt.show()"""),
     ("md", """In SmolLM2 one subject token (" iffel") carries the fact through most of the depth: restoring its residual
 alone brings " Paris" back, even above its clean probability. In Gemma no single subject token does (restoring
 one recovers at most ~20%): the fact needs the subject's tokens together. In both models the answer position holds
@@ -113,8 +123,11 @@ layer and hyperparameters (chosen on its own dev split; on Gemma a smaller clamp
 norm turns the write of neighbouring subjects too). The rewrite prompt, targets and both paraphrase sets are the
 same for both models; the neighbourhood prompts are each model's own (the ones it was checked to know).
 `paraphrase_other` is the second paraphrase set, in forms the layer choice never saw (`data/README.md`, the records'
-card). The table is read from `studies/rome_eval_shared/rome_eval_shared.json` (success form, percent, 95% CIs);
-ROME is not run here."""),
+card). The table is read from `studies/rome_eval_shared/rome_eval_shared.json` (success form, percent, 95% CIs as
+stored: normal approximation, cut at 0 and 100); ROME is not run here. **Older defaults:** the study was made before
+ROME's `key_rule="auto"` became the default (its hyperparameters have no `key_rule`: ROME's original "mean" rule;
+`studies/key_rule/` found the two within a point or two on dev), and has not been rerun. "edits that errored": edits
+that raised an error and were not scored (none); "efficacy_failures": edits that ran but did not flip the prompt."""),
     ("code", """shared = json.loads(Path("../studies/rome_eval_shared/rome_eval_shared.json").read_text())
 metrics = ("efficacy_score", "paraphrase_score", "paraphrase_other_score", "neighborhood_score")
 
@@ -126,7 +139,8 @@ for name, m in shared["models"].items():
     r = m["aggregates"]
     table[name] = {k: cell(r, k) for k in metrics if k in r}
     table[name].update(harmonic_mean=round(r["harmonic_mean"], 1), layer=r["layer"], records=r["n_records"],
-                       edits_that_raised=r["n_failed"], efficacy_failures=sum(r["failure_counts"].values()))
+                       **{"edits that errored": r["n_failed"]},
+                       efficacy_failures=sum(r["failure_counts"].values()))
 print(f"{shared['n_records']} of the {shared['n_shared_test_facts']} test facts both models know; "
       f"`{shared['command']}`")
 pd.DataFrame(table)"""),
@@ -137,23 +151,30 @@ rows = {name: pd.DataFrame(m["rows"]) for name, m in shared["models"].items()}
 pd.DataFrame({k: {"SmolLM2 higher": int((smol_rows[f"{k}_post"] > gemma_rows[f"{k}_post"]).sum()),
                   "Gemma higher": int((gemma_rows[f"{k}_post"] > smol_rows[f"{k}_post"]).sum())}
               for k in ("efficacy_score", "paraphrase_score", "paraphrase_other_score", "neighborhood_score")})"""),
-    ("md", """On the same 30 facts both edits take (efficacy 96.7 for both; one edit each does not transfer), but
-Gemma's generalise less (paraphrases 85.6 vs 96.7, the second paraphrase set 81.6 vs 96.0) and are less specific
-(neighbourhood 70.1 vs 92.5): the gap seen on each model's own records is not an artefact of the record sets.
-For reference, each model on its own test records (`interp eval-edits`; SmolLM2: 200 records, Gemma: 100 records,
-`studies/rome_eval_test/rome_eval_test*.json`)."""),
+    ("md", """On the same 30 facts both edits take (efficacy 96.7 for both; one edit each does not transfer). Gemma's edits
+generalise less (paraphrases 85.6 vs 96.7, the second paraphrase set 81.6 vs 96.0) and are less specific
+(neighbourhood 70.1 vs 92.5); per fact, SmolLM2 scores higher far more often than Gemma on the paraphrase sets and
+the neighbourhood. That is 30 facts, and each model runs at its own layer and hyperparameters (Gemma with a smaller
+clamp), so the difference belongs to model and settings together, not to the architecture alone. Nor do the 30
+shared facts settle whether the record sets matter: Gemma's neighbourhood score is 70.1 [59.7, 80.4] on them but
+84.9 [79.9, 90.0] on its own 100 test records below; the two intervals overlap, barely.
+For reference, each model on its own test records, current defaults: SmolLM2 on its whole test split
+(`studies/test_split/rome.json`), Gemma on 100 of its test records (`studies/memit_gemma/gemma_test_rome_ft.json`),
+95% CIs as stored (efficacy: Wilson's interval, which is not zero-width at 100%)."""),
     ("code", """def facts(path):
     return {(json.loads(x)["relation"], json.loads(x)["subject"]) for x in Path(path).read_text().splitlines()}
 
 both = facts("../interp/editing/records/facts.jsonl") & facts("../interp/editing/records/facts_gemma.jsonl")
 print(f"{len(facts('../interp/editing/records/facts.jsonl'))} SmolLM2 facts, "
       f"{len(facts('../interp/editing/records/facts_gemma.jsonl'))} Gemma facts, {len(both)} known by both")
-smol = json.loads(Path("../studies/rome_eval_test/rome_eval_test.json").read_text())["pooled_200"]["rome"]
-gemma = json.loads(Path("../studies/rome_eval_test/rome_eval_test_gemma.json").read_text())
+smol = json.loads(Path("../studies/test_split/rome.json").read_text())
+gemma = json.loads(Path("../studies/memit_gemma/gemma_test_rome_ft.json").read_text())
 own = {}
 for name, r in {"SmolLM2-135M": smol, "Gemma 3 270M": gemma}.items():
-    own[name] = {k: cell(r, k) for k in ("efficacy_score", "paraphrase_score", "neighborhood_score")}
-    own[name].update(records=int(r["n_records"]), harmonic_mean=round(r["harmonic_mean"], 1))
+    own[name] = {k: f"{r[k]:.1f} [{r[k + '_ci'][0]:.1f}, {r[k + '_ci'][1]:.1f}]"
+                 for k in ("efficacy_score", "paraphrase_score", "paraphrase_other_score", "neighborhood_score")}
+    own[name].update(records=int(r["n_records"]), layer=r["layer"], key_rule=r["hparams"]["key_rule"],
+                     clamp_norm_factor=r["hparams"]["clamp_norm_factor"], harmonic_mean=round(r["harmonic_mean"], 1))
 pd.DataFrame(own)"""),
 ]
 

@@ -186,3 +186,14 @@ def test_to_json_and_keyword_only_out(tiny_llama, tmp_path):
         res.plot(0, 1, tmp_path / "x.png")
     with pytest.raises(TypeError):
         res.plot_layer(0, tmp_path / "x.png")
+
+
+def test_token_labels_show_whitespace(tiny_gpt2):
+    from interp.analyses.attention import token_label
+
+    assert token_label(" the") == "\u2423the" and token_label("a  b\n") == "a\u2423\u2423b\\n"
+    assert token_label("$x") == r"\$x" and token_label("") == "''"
+    res = attention(tiny_gpt2, torch.tensor([0, 3, 5]))
+    res.str_tokens = ["<|bos|>", " a", "b "]  # tokens as a word-level tokenizer would print them
+    labels = [t.get_text() for t in res.plot(0, 0).axes[0].get_yticklabels()]
+    assert labels == ["<|bos|>", "\u2423a", "b\u2423"]

@@ -1,13 +1,15 @@
 """Induction heads: known-answer scores, the embedded model, causal check, ICL, training, CLI."""
 
 import json
+from collections import Counter
 
 import pytest
 import torch
 from matplotlib.figure import Figure
 
-from interp.analyses.induction import handmade_induction_model
+from interp.analyses.induction import causal, handmade_induction_model
 from interp.analyses.induction import heads as ind
+from interp.analyses.induction import icl as icl_mod
 from interp.analyses.induction import train as train_mod
 from interp.core.model import Model
 from interp.core.results import Result
@@ -104,17 +106,29 @@ def test_bad_input_raises_value_error_naming_the_value_and_range(handmade, embed
     with pytest.raises(ValueError, match=r"batch=0 out of range"):
         ind.repeated_tokens(handmade, 5, 0)
     with pytest.raises(ValueError, match=r"layer 2 out of range.*0\.\.1"):
-        ind.ablation_check(handmade, heads=[(2, 0)], seq_len=5, batch=2)
+        causal.ablation_check(handmade, heads=[(2, 0)], seq_len=5, batch=2)
     with pytest.raises(ValueError, match=r"head 7 out of range.*0\.\.1"):
-        ind.ablation_check(handmade, heads=[(0, 7)], seq_len=5, batch=2)
+        causal.ablation_check(handmade, heads=[(0, 7)], seq_len=5, batch=2)
     with pytest.raises(ValueError, match=r"k=4 out of range: allowed 1\.\.3"):
-        ind.ablation_check(handmade, k=4, seq_len=5, batch=2)
+        causal.ablation_check(handmade, k=4, seq_len=5, batch=2)
     with pytest.raises(ValueError, match="mode='half'"):
-        ind.ablation_check(handmade, heads=[(0, 0)], mode="half")
+        causal.ablation_check(handmade, heads=[(0, 0)], mode="half")
     with pytest.raises(ValueError, match=r"early=50, late=20"):
-        ind.icl_score(embedded, early=50, late=20)
+        icl_mod.icl_score(embedded, early=50, late=20)
     with pytest.raises(ValueError, match=r"window=4 out of range"):
-        ind.icl_score(embedded, window=4)
+        icl_mod.icl_score(embedded, window=4)
+    with pytest.raises(ValueError, match=r"context='book' not known; allowed: 'document', 'concat'"):
+        icl_mod.icl_score(embedded, context="book")
+    with pytest.raises(ValueError, match=r"early=50, late=8190: allowed .* <= 8189"):
+        icl_mod.icl_score(embedded, early=50, late=8190, context="concat")
+    with pytest.raises(ValueError, match=r"n_docs=0; allowed"):
+        icl_mod.icl_score(embedded, n_docs=0, context="concat")
+    with pytest.raises(ValueError, match="has no tokenizer"):
+        icl_mod.icl_score(handmade, early=3, late=8)
+    with pytest.raises(ValueError, match=r"layer 1 has 1 heads outside the excluded set, 2 needed"):
+        causal.random_heads(handmade, 2, [(1, 0)], 0, like=[(1, 0), (1, 1)])
+    with pytest.raises(ValueError, match="match_layers=1"):
+        causal.ablation_check(handmade, heads=[(1, 0)], match_layers=1)
     scan = ind.induction_heads(handmade, seq_len=5, batch=2, copying=False)
     with pytest.raises(ValueError, match="score 'nope' not known"):
         scan.top(3, by="nope")
@@ -137,20 +151,91 @@ def test_embedded_model_has_strong_induction_heads(embedded_scan):
 
 
 def test_ablating_top_heads_beats_random_heads_on_embedded(embedded, embedded_scan):
-    check = ind.ablation_check(embedded, k=5, n_random=3, seq_len=50, batch=4, seed=0, scan=embedded_scan)
-    assert check.top_heads == embedded_scan.top_heads(5)
+    check = causal.ablation_check(embedded, k=5, n_random=3, seq_len=50, batch=4, seed=0, scan=embedded_scan)
+    assert check.top_heads == embedded_scan.top_heads(5) and check.match_layers
     assert not set(check.top_heads) & {h for hs in check.random_heads for h in hs}
+    top_layers = Counter(layer for layer, _ in check.top_heads)
+    assert all(Counter(layer for layer, _ in hs) == top_layers for hs in check.random_heads)
     assert check.top_rise > 1.0
-    assert check.top_rise > 5 * max(check.random_rise_mean, 0.05)
+    assert check.top_rise > check.random_rise_max and check.n_random_at_least_top == 0
+    assert check.empirical_p == pytest.approx(1 / 4)
+    assert check.sds_above > 3
     assert embedded.attached_hook_count() == 0
     check_result_object(check)
 
 
 def test_icl_score_on_wikipedia_summaries(embedded):
-    icl = ind.icl_score(embedded, early=10, late=100, n_docs=8)
+    icl = icl_mod.icl_score(embedded, early=10, late=100, n_docs=8)
     assert icl.n_docs == 8 and icl.loss_by_pos.shape == (102,)  # up to the end of the late window
+    assert icl.context == "document" and icl.row_losses.shape == (8, 102)
     assert icl.score < 0  # later tokens are predicted better
+    lo, hi = icl.ci
+    assert lo <= icl.score <= hi and icl.row_scores.mean() == pytest.approx(icl.score, abs=1e-5)
     check_result_object(icl)
+
+
+# ----------------------------------------------------------------------------- layer matching, ICL options
+
+def test_random_heads_are_layer_matched_seeded_and_exclude_the_top_set(tiny_llama):
+    top = [(0, 1), (1, 0), (1, 3)]
+    check = causal.ablation_check(tiny_llama, heads=top, n_random=10, seq_len=8, batch=2, seed=0)
+    assert len(check.random_heads) == 10
+    for hs in check.random_heads:
+        assert Counter(layer for layer, _ in hs) == Counter({0: 1, 1: 2})
+        assert not set(hs) & set(top) and len(set(hs)) == 3
+    assert len({tuple(hs) for hs in check.random_heads}) > 1  # the draws differ
+    again = causal.ablation_check(tiny_llama, heads=top, n_random=10, seq_len=8, batch=2, seed=0)
+    assert again.random_heads == check.random_heads and again.random_losses == check.random_losses
+    # the uniform draw (match_layers=False) breaks the per-layer counts in some draw: the default matters
+    loose = causal.ablation_check(tiny_llama, heads=top, n_random=10, seq_len=8, batch=2, seed=0,
+                                  match_layers=False)
+    assert any(Counter(layer for layer, _ in hs) != Counter({0: 1, 1: 2}) for hs in loose.random_heads)
+    # the known answer: the handmade model's layer 1 has one head besides the induction head
+    assert causal.random_heads(Model.from_module(handmade_induction_model()), 1, [(1, 0)], 5,
+                               like=[(1, 0)]) == [(1, 1)]
+    assert check.n_random_at_least_top == sum(r >= check.top_rise for r in check.random_rises)
+    check_result_object(check)
+
+
+def test_concatenated_contexts_reach_late_positions_and_are_seeded(tiny_llama):
+    end = 62  # late 60 + window 5 // 2
+    rows = icl_mod.concat_rows(tiny_llama, end, 3, seed=0)
+    sep = tiny_llama.encode(icl_mod.SEPARATOR, prepend_bos=False)
+    first = tiny_llama.encode(icl_mod.wiki_documents(seed=0)[0].text, prepend_bos=False)
+    assert [len(r) for r in rows] == [end + 1] * 3 and all(r[0] == tiny_llama.bos_token_id for r in rows)
+    n = min(len(first), end)
+    assert rows[0][1:1 + n] == first[:n]  # the first context starts at the first shuffled document
+    if len(first) < end:
+        assert rows[0][1 + len(first):1 + len(first) + len(sep)] == sep
+    icl = icl_mod.icl_score(tiny_llama, early=10, late=60, n_docs=3, context="concat", seed=0)
+    assert icl.row_losses.shape == (3, end) and icl.loss_by_pos.shape == (end,) and icl.n_docs == 3
+    assert torch.equal(icl.row_losses, icl_mod.icl_score(tiny_llama, early=10, late=60, n_docs=3,
+                                                          context="concat", seed=0).row_losses)
+    other = icl_mod.icl_score(tiny_llama, early=10, late=60, n_docs=3, context="concat", seed=1)
+    assert not torch.equal(icl.row_losses, other.row_losses)
+    assert "62-token contexts" not in icl.summary() and "63-token contexts" in icl.summary()
+    # the old behaviour stays the default
+    assert icl_mod.icl_score(tiny_llama, early=5, late=20, n_docs=2).context == "document"
+    check_result_object(icl)
+
+
+def test_icl_with_heads_ablated_changes_the_losses_and_pairs_rows(tiny_llama):
+    kw = {"early": 5, "late": 30, "n_docs": 4, "context": "concat", "seed": 0, "batch_size": 2}
+    base = icl_mod.icl_score(tiny_llama, **kw)
+    zeroed = icl_mod.icl_score(tiny_llama, heads=[(0, 0), (1, 2)], mode="zero", **kw)
+    assert zeroed.heads == [(0, 0), (1, 2)] and "zero-ablating L0H0 L1H2" in zeroed.summary()
+    assert not torch.allclose(base.row_losses, zeroed.row_losses)
+    d, lo, hi = zeroed.change_from(base)
+    assert d == pytest.approx(zeroed.score - base.score, abs=1e-5) and lo <= d <= hi
+    with pytest.raises(ValueError, match="baseline measured on other rows"):
+        zeroed.change_from(icl_mod.icl_score(tiny_llama, **{**kw, "seed": 1}))
+    result = icl_mod.icl_ablation(tiny_llama, [(1, 0)], n_random=2, **kw)
+    assert torch.equal(result.baseline.row_losses, base.row_losses)
+    assert all(r.heads != [(1, 0)] and all(layer == 1 for layer, _ in r.heads) for r in result.random)
+    frame = result.to_frame()
+    assert list(frame.index) == ["none", "top-1", "layer-matched random 0", "layer-matched random 1"]
+    assert frame.loc["top-1", "change"] == pytest.approx(result.top.score - base.score, abs=1e-5)
+    check_result_object(result)
 
 
 # ----------------------------------------------------------------------------- training

@@ -166,6 +166,24 @@ def test_neuron_ablation(tiny_gpt2):
     assert torch.all(post[:, [3, 7]] == 0) and not torch.equal(out, tiny_gpt2.run(toks))
 
 
+def test_neuron_ablation_to_given_values(tiny_gpt2):
+    toks = tiny_gpt2.to_tokens("neurons")
+    name = "blocks.0.mlp.hook_post"
+    clean = tiny_gpt2.cache(toks, [name])[name][0]
+    with tiny_gpt2.ablate_neurons(0, [7, 3], mode="mean", values=[0.5, -2.0]):
+        post = tiny_gpt2.cache(toks, [name])[name][0]
+    assert torch.all(post[:, 7] == 0.5) and torch.all(post[:, 3] == -2.0)  # in the order the neurons were given
+    keep = [i for i in range(post.shape[1]) if i not in (3, 7)]
+    assert torch.equal(post[:, keep], clean[:, keep])
+    assert tiny_gpt2.active_hooks() == []
+    with pytest.raises(ValueError, match="one finite number per ablated neuron"):
+        tiny_gpt2.ablate_neurons(0, [3, 7], mode="mean", values=[1.0])
+    with pytest.raises(ValueError, match="mode='mean'"):
+        tiny_gpt2.ablate_neurons(0, [3], mode="zero", values=[1.0])
+    with pytest.raises(ValueError, match="mode='mean'"):
+        tiny_gpt2.ablate_neurons(0, [3], mode="mean", mean_over="text", values=[1.0])
+
+
 # ------------------------------------------------------------------------------------------------- hygiene
 class Boom(Exception):
     pass

@@ -428,3 +428,39 @@ def test_cli_json_is_the_result_protocol_plus_the_neuron_list(tiny_gpt2):
                                          model=tiny_gpt2)
     assert out["result"] == "NeuronScan" and out["summary"] and out["_text"].startswith(out["summary"])
     assert {r["neuron"] for r in out["rows"]} == {n["neuron"] for n in out["neurons"]}
+
+
+# ------------------------------------------------------------------------------------------------ corpus means
+def test_scan_records_each_neurons_mean_over_non_bos_tokens(tiny_llama):
+    layer, name = 1, "blocks.1.mlp.hook_post"
+    scan = neurons(tiny_llama, layer).scan(TEXTS, k=3, batch_size=4, progress=False)
+    total, count = 0, 0
+    for text in TEXTS:  # one document at a time: no padding to leave out by hand
+        acts = tiny_llama.cache(text, [name])[name][0, 1:].double()  # BOS left out
+        total, count = total + acts.sum(0), count + acts.shape[0]
+    assert scan.mean.shape == (tiny_llama.d_mlp,)
+    assert torch.allclose(scan.mean.double(), total / count, atol=1e-5)
+    assert torch.allclose(scan.mean_of([5, 2]), scan.mean[[5, 2]])
+    sub = neurons(tiny_llama, layer).scan(TEXTS, k=3, neurons=[7, 3], batch_size=4, progress=False)
+    assert torch.allclose(sub.mean_of([3, 7]), scan.mean[[3, 7]], atol=1e-6)
+    with pytest.raises(ValueError, match="not scanned"):
+        sub.mean_of([4])
+
+
+def test_mean_ablation_from_a_scan_writes_the_corpus_means(tiny_llama):
+    view = neurons(tiny_llama, 1)
+    scan = view.scan(TEXTS, k=2, batch_size=4, progress=False)
+    text, chosen = "the cat sat on the", [2, 9]
+    res = view.ablate(text, 5, chosen, mode="mean", mean_over=scan, individually=True)
+    assert res.mode == "mean" and [r["neurons"] for r in res.rows] == [[2], [9], [2, 9]]
+    with tiny_llama.ablate_neurons(1, chosen, mode="mean", values=scan.mean[chosen]):
+        post = tiny_llama.cache(text, ["blocks.1.mlp.hook_post"])["blocks.1.mlp.hook_post"][0]
+        expect = tiny_llama.run(text)[0, -1, 5]
+    assert torch.allclose(post[:, chosen], scan.mean[chosen].expand(post.shape[0], 2), atol=1e-6)
+    assert res.rows[-1]["ablated_logit"] == pytest.approx(float(expect), abs=1e-5)
+    zero = view.ablate(text, 5, chosen)  # a mean ablation is not a zero ablation on this model
+    assert abs(zero.rows[-1]["ablated_logit"] - res.rows[-1]["ablated_logit"]) > 1e-4
+    with pytest.raises(ValueError, match="mode='mean'"):
+        view.ablate(text, 5, chosen, mode="zero", mean_over=scan)
+    with pytest.raises(ValueError, match="layer"):
+        neurons(tiny_llama, 0).ablate(text, 5, chosen, mode="mean", mean_over=scan)

@@ -1,6 +1,8 @@
 """The notebooks in notebooks/: each runs top to bottom, offline, without a cell error, in a real kernel with
 ipykernel's own (inline) backend; and each is committed executed, so that a reader browsing the repository sees
-its outputs and figures. ``python notebooks/execute.py`` rebuilds and executes them in place."""
+its outputs and figures; and what each prints now is what it printed when committed (``notebooks/drift.py``: numbers
+to a stated tolerance, timings and marked cells excluded). ``python notebooks/execute.py`` rebuilds and executes
+them in place."""
 
 import importlib.util
 import re
@@ -13,7 +15,7 @@ NOTEBOOK_DIR = Path(__file__).parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 IDS = [p.name for p in NOTEBOOKS]
 PLOT_CALL = re.compile(r"\.plot(_\w+)?\(")     # res.plot(...), res.plot_layer(...), dla.plot_heads(...)
-VIEW_CALL = re.compile(r"\.show\(")               # res.show(...): the interactive view, an <iframe> of HTML
+VIEW_CALL = re.compile(r"(?<!plt)\.show\(")        # res.show(...): the interactive view (not plt.show())
 VIEW_MAX_BYTES = 400_000                          # per view output, so the committed notebooks stay small
 
 
@@ -60,10 +62,12 @@ def test_the_notebooks_are_there():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_notebook_executes(path, monkeypatch):
     """Executed as ``notebooks/execute.py`` does: fresh python3 kernel, cwd notebooks/, HF_HUB_OFFLINE=1 and no
-    MPLBACKEND in the kernel's environment (so the inline backend is active, as for a user)."""
+    MPLBACKEND in the kernel's environment (so the inline backend is active, as for a user). Then what it printed
+    is compared with the committed outputs: a number that moved means the notebook must be re-executed."""
     monkeypatch.delenv("MPLBACKEND", raising=False)
+    committed = nbformat.read(path, as_version=4)
     nb = nbformat.read(path, as_version=4)
-    _execute_module().execute(nb, NOTEBOOK_DIR, timeout=900)
+    nb, outside = _execute_module().execute(nb, NOTEBOOK_DIR, timeout=900)
     errors = [(_where(path, i, c), o.get("ename"), o.get("evalue")) for i, c in _code_cells(nb)
               for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
@@ -71,6 +75,11 @@ def test_notebook_executes(path, monkeypatch):
     assert not missing, f"plot cells that displayed no figure: {missing}"
     missing = _view_cells_without_view(path, nb)
     assert not missing, f"view cells that displayed no view: {missing}"
+    assert not outside, f"{path.name}: figure text drawn outside its figure's canvas: {outside}"
+    drifted = _execute_module().drift().compare(committed, nb)
+    assert not drifted, (f"{path.name} prints something other than its committed outputs ({len(drifted)} lines), "
+                         f"first: {drifted[:8]}. If the change meant to move them, re-execute and commit it: "
+                         f".venv/bin/python notebooks/execute.py {path.name[:2]}")
 
 
 # The committed files themselves, read without executing anything.
@@ -123,5 +132,94 @@ def test_committed_notebook_matches_its_builder(path, tmp_path):
     subprocess.run([sys.executable, builder.name], cwd=tmp_path, check=True, capture_output=True)
     built = nbformat.read(tmp_path / path.name, as_version=4)
     committed = nbformat.read(path, as_version=4)
+    stamped = [c for c in committed.cells if _execute_module().drift().is_provenance(c)]
+    assert stamped == committed.cells[:1], f"{path.name} does not open with its provenance cell (execute.py writes it)"
+    committed.cells = committed.cells[1:]
     assert [(c.cell_type, c.source) for c in committed.cells] == [(c.cell_type, c.source) for c in built.cells], \
         f"{path.name} differs from what {builder.name} writes: run .venv/bin/python notebooks/execute.py {path.name[:2]}"
+
+
+def test_the_figure_check_finds_text_outside_the_canvas(tmp_path, monkeypatch):
+    """The kernel-side check that every notebook runs under: a suptitle pushed off the canvas is found, a figure
+    whose text fits is not."""
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\n"
+                                          "fig, ax = plt.subplots(figsize=(3, 2), layout='constrained'); ax.plot([0, 1])\n"
+                                          "ax.set_title('fits')\n"
+                                          "plt.show()"),
+                nbformat.v4.new_code_cell("fig, ax = plt.subplots(figsize=(3, 2), layout='constrained')\n"
+                                          "ax.plot([0, 1])\n"
+                                          "fig.suptitle('a suptitle far too long to fit on a three-inch-wide figure "
+                                          "canvas at all'); plt.show()")]
+    nb, outside = _execute_module().execute(nb, tmp_path, timeout=300)
+    assert len(outside) == 1 and "far too long" in outside[0], outside
+    assert [c.execution_count for c in nb.cells] == [1, 2]
+
+
+# The drift check itself, on committed outputs (no execution): it must fail when an output is edited by hand.
+
+def _with_output(text):
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("print(x)")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+    nb.cells = [cell]
+    return nb
+
+
+@pytest.mark.parametrize("old,new,agrees", [
+    ("efficacy 96.3 [90.1, 98.0]\n", "efficacy  96.3 [90.1, 98.0]\n", True),    # re-aligned: runs of spaces are one
+    ("KL 0.1234 bits\n", "KL 0.1235 bits\n", True),                           # last-digit rounding flip
+    ("KL 0.1234 bits\n", "KL 0.1334 bits\n", False),                          # a moved number
+    ("logit 21.07\n", "logit 21.19\n", True),                                 # within 1%
+    ("logit 21.07\n", "logit 21.40\n", False),
+    ("peak at layer 5\n", "peak at layer 6\n", False),                        # integers get no whole-unit slack
+    ("done in 12.3 s, 410 tokens/s\n", "done in 19.8 s, 260 tokens/s\n", True),  # timings are not compared
+    ("top: ' Paris'\n", "top: ' Rome'\n", False),                             # words must match
+    ("nan\n", "0.5\n", False),
+    ("max |a - b| = 1.9e-06\n", "max |a - b| = 0.0\n", True),             # float32 round-off
+    ("p = 3.0e-03\n", "p = 6.0e-03\n", False),
+    ("a\nb\n", "a\n", False),                                                 # a line lost
+])
+def test_drift_check(old, new, agrees):
+    found = _execute_module().drift().compare(_with_output(old), _with_output(new))
+    assert (not found) == agrees, found
+
+
+def test_drift_check_fails_on_a_hand_edited_notebook():
+    """Edit one number in a committed notebook's output, as a hand would: the check names the cell."""
+    drift = _execute_module().drift()
+    path = NOTEBOOK_DIR / "00_quickstart.ipynb"
+    committed = nbformat.read(path, as_version=4)
+    assert drift.compare(committed, nbformat.read(path, as_version=4)) == []
+    edited = nbformat.read(path, as_version=4)
+    number = re.compile(r"\d+\.\d+")
+    stdout = [o for c in edited.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("name") == "stdout" and number.search(o.get("text", ""))]
+    stdout[0]["text"] = number.sub(lambda m: f"{float(m.group(0)) * 1.5 + 1:.3f}", stdout[0]["text"], 1)
+    found = drift.compare(committed, edited)
+    assert len(found) == 1 and "committed" in found[0], found
+
+
+def test_drift_marks_need_a_reason():
+    drift = _execute_module().drift()
+    assert drift.cell_mark("x = 1\n# drift: skip - wall time of a training run\n") == ("skip", None)
+    assert drift.cell_mark("# drift: rtol=0.05 - trained on the CPU\n") == ("rtol", 0.05)
+    with pytest.raises(ValueError, match="needs"):
+        drift.cell_mark("# drift: skip\n")
+
+
+def test_a_prose_only_rebuild_keeps_outputs_and_refuses_a_code_change():
+    ex = _execute_module()
+    committed = _with_output("42\n")
+    committed.cells.insert(0, nbformat.v4.new_markdown_cell("old prose"))
+    committed = ex.stamp(committed, 1.0)
+    built = nbformat.v4.new_notebook()
+    built.cells = [nbformat.v4.new_markdown_cell("new prose"), nbformat.v4.new_code_cell("print(x)")]
+    kept = ex.keep_outputs(built, committed)
+    assert [c.source for c in kept.cells][1:] == ["new prose", "print(x)"]
+    assert ex.drift().is_provenance(kept.cells[0]) and kept.cells[2].outputs == committed.cells[2].outputs
+    changed = nbformat.v4.new_notebook()
+    changed.cells = [nbformat.v4.new_code_cell("print(y)")]
+    with pytest.raises(ValueError, match="code cell changed"):
+        ex.keep_outputs(changed, committed)

@@ -277,7 +277,7 @@ def test_atp_qk_fix_sees_through_a_saturated_softmax(toy):
     exact = interp.activation_patching(toy, clean, corr, logit_diff(a, w), over="head_k")
     fixed = interp.attribution_patching(toy, clean, corr, logit_diff(a, w), over="head_k")
     plain = interp.attribution_patching(toy, clean, corr, logit_diff(a, w), over="head_k", qk_fix=False)
-    assert fixed.method == "atp*" and plain.method == "atp"
+    assert fixed.method == "atp+qk" and plain.method == "atp"
     assert float(exact.values[1, 0]) == pytest.approx(1.0, abs=1e-3)
     assert torch.allclose(fixed.values, exact.values, atol=1e-3)
     assert abs(float(plain.values[1, 0])) < 0.05  # the softmax gradient is ~0 at a sharp pattern
@@ -399,7 +399,7 @@ def test_cli_patch_runs_each_method(capsys, monkeypatch, tiny_llama, tmp_path):
     direct = interp.activation_patching(tiny_llama, CLEAN[0], CORRUPT[0], logit_diff("a", "b"), over="heads")
     assert np.allclose(doc["values"], direct.values.numpy(), atol=1e-6)
     assert cli.main([*base, "--method", "atp", "--over", "head_k", "--out", str(tmp_path / "a.png")]) == 0
-    assert "atp* denoise patching over head_k" in capsys.readouterr().out and (tmp_path / "a.png").exists()
+    assert "atp+qk denoise patching over head_k" in capsys.readouterr().out and (tmp_path / "a.png").exists()
     assert cli.main([*base, "--method", "path", "--sender", "0.1", "--receivers", "k:1.2,final", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["result"] == "PathPatchingResult" and len(doc["rows"]) == 3
@@ -428,3 +428,231 @@ def test_path_patching_to_the_final_residual_is_the_direct_effect(tiny_llama):
     assert mlp.values.shape == (3,) and torch.isfinite(mlp.values).all()
     with pytest.raises(ValueError, match="reads the residual before the sender"):
         interp.path_patching(m, CLEAN, CORRUPT, ("mlp", 1), [("mlp", 0)], logit_diff("a", "b"))
+
+
+# ---------------------------------------------------------------------------------------------- AtP*: GradDrop
+@pytest.fixture(scope="module")
+def tiny3():
+    return interp.load_tiny("llama", seed=0, n_layers=3)
+
+
+def detached_terms(m, src, base, names, layer, metric, patterns=None):
+    """Independent GradDrop term: a plain forward of ``base`` with layer ``layer``'s attention and MLP writes
+    detached (forward values unchanged, no gradient through them), d(summed metric at the last token)/d(named
+    activations) by autograd from the full logits, times (source - base) activations -> {name: [b, ...] products}.
+    With ``patterns`` ({pattern name: P' from a patched forward}), the pattern's (P' - P) replaces the
+    activation difference (the QK fix)."""
+    kept = {}
+
+    def keep(name):
+        def fn(t, hook):
+            kept[name] = t
+            return t
+        return fn
+
+    def root(t, hook):
+        return t.detach().requires_grad_(True)
+
+    wanted = list(patterns) if patterns else list(names)
+    hooks = [("hook_embed", root)] + [(n, keep(n)) for n in wanted] + [
+        (f"blocks.{layer}.hook_attn_out", lambda t, hook: t.detach()),
+        (f"blocks.{layer}.hook_mlp_out", lambda t, hook: t.detach())]
+    with m.hooks(hooks):
+        logits = m.run(base, grad=True)
+        last = torch.tensor(m.lengths(base)) - 1 if isinstance(base, list) else torch.full((logits.shape[0],),
+                                                                                            logits.shape[1] - 1)
+        values = metric(logits[torch.arange(logits.shape[0]), last])
+        grads = torch.autograd.grad(values.sum(), [kept[n] for n in wanted], allow_unused=True)
+    out = {}
+    for n, g in zip(wanted, grads):
+        g = torch.zeros_like(kept[n]) if g is None else g
+        if patterns:
+            out[n] = (patterns[n] - kept[n].detach()) * g
+        else:
+            out[n] = (m.cache(src, [n])[n] - kept[n].detach()) * g
+    return out
+
+
+def test_grad_drop_terms_equal_an_independent_detached_gradient(tiny3):
+    # Every per-layer term AtP_GD_l (signed, metric units, per pair) against autograd on a forward whose layer-l
+    # writes are detached: head outputs, MLP outputs, and keys through the QK fix (P' from a patched forward).
+    m, a, w = tiny3, 97, 98
+    ld = lambda rows: rows[:, a] - rows[:, w]
+    gd = interp.attribution_patching(m, CLEAN, CORRUPT, logit_diff("a", "b"), over="heads", grad_drop=True)
+    terms = gd.extra["grad_drop_terms"]  # [L, layers, heads, pairs]
+    assert terms.shape == (3, 3, 4, 2) and gd.method == "atp+gd" and gd.signed is False
+    z = [f"blocks.{i}.attn.hook_z" for i in range(3)]
+    for layer in range(3):
+        prods = detached_terms(m, CLEAN, CORRUPT, z, layer, ld)
+        expect = torch.stack([prods[n].sum((1, 3)).T for n in z])  # [layers, heads, pairs]
+        assert torch.allclose(terms[layer], expect, rtol=1e-5, atol=1e-5 * float(expect.abs().max())), layer
+        assert float(terms[layer, layer].abs().max()) == 0.0  # a head's only way out is its layer's write
+    plain = interp.attribution_patching(m, CLEAN, CORRUPT, logit_diff("a", "b"), over="heads")
+    est = plain.raw - plain.corrupted  # denoising: the plain AtP estimate per pair
+    assert torch.allclose(terms[0, 1:], est[1:], atol=1e-6)  # dropping a lower layer changes nothing
+    assert not torch.allclose(terms[2, 0], est[0], atol=1e-3)  # the drop did reach the graph
+
+    mlp = interp.attribution_patching(m, CLEAN, CORRUPT, logit_diff("a", "b"), over="mlp_out", positions="last",
+                                      layers=[1, 2], grad_drop=True).extra["grad_drop_terms"]
+    names = ["blocks.1.hook_mlp_out", "blocks.2.hook_mlp_out"]
+    last = torch.tensor(m.lengths(CLEAN)) - 1
+    for layer in range(3):
+        prods = detached_terms(m, CLEAN, CORRUPT, names, layer, ld)
+        expect = torch.stack([prods[n][torch.arange(2), last].sum(-1) for n in names])[:, None]
+        assert torch.allclose(mlp[layer], expect, rtol=1e-5, atol=1e-5 * float(expect.abs().max())), layer
+
+    # keys, QK fix: P' = the pattern of a forward with that KV group's keys patched in from the clean run
+    gk = interp.attribution_patching(m, CLEAN, CORRUPT, logit_diff("a", "b"), over="head_k", grad_drop=True)
+    assert gk.method == "atp*" and gk.extra["grad_drop_terms"].shape == (3, 3, 2, 2)
+    for layer, group in ((0, 1), (1, 0)):
+        kn, pn = f"blocks.{layer}.attn.hook_k", f"blocks.{layer}.attn.hook_pattern"
+        ks = m.cache(CLEAN, [kn])[kn]
+
+        def put(t, hook, group=group, ks=ks):
+            out = t.clone()
+            out[:, :, group] = ks[:, :, group].to(t.dtype)
+            return out
+        with m.hooks([(kn, put)]):
+            patched = m.cache(CORRUPT, [pn])[pn]
+        for drop in range(3):
+            prod = detached_terms(m, CLEAN, CORRUPT, [pn], drop, ld, patterns={pn: patched})[pn]
+            expect = prod[:, 2 * group:2 * group + 2].flatten(1).sum(1)
+            got = gk.extra["grad_drop_terms"][drop, layer, group]
+            # 1e-4 here: P' - P is ~1e-3 of P on this random model and both sides hold q, k, P in float32
+            assert torch.allclose(got, expect, rtol=1e-4, atol=1e-4 * float(expect.abs().max())), (layer, drop)
+    assert m.active_hooks() == [] and m.attached_hook_count() == 0
+
+
+@pytest.mark.parametrize("direction", ["denoise", "noise"])
+def test_grad_drop_is_the_mean_over_pairs_of_summed_absolute_terms(tiny3, direction):
+    m, a, w = tiny3, 97, 98
+    ld = lambda rows: rows[:, a] - rows[:, w]
+    gd = interp.attribution_patching(m, CLEAN, CORRUPT, logit_diff("a", "b"), over="heads", direction=direction,
+                                     grad_drop=True)
+    src, base = (CLEAN, CORRUPT) if direction == "denoise" else (CORRUPT, CLEAN)
+    z = [f"blocks.{i}.attn.hook_z" for i in range(3)]
+    terms = torch.stack([torch.stack([detached_terms(m, src, base, z, drop, ld)[n].sum((1, 3)).T for n in z])
+                         for drop in range(3)])  # [L, layers, heads, pairs], independent
+    clean = last_metric(m, m.run, CLEAN, a, w).mean()
+    corr = last_metric(m, m.run, CORRUPT, a, w).mean()
+    per_pair = terms.abs().sum(0) / (3 - 1)
+    expect = per_pair.mean(-1) / (clean - corr).abs()
+    assert torch.allclose(gd.raw, per_pair, rtol=1e-5, atol=1e-7)
+    assert torch.allclose(gd.values, expect, rtol=1e-4, atol=1e-6)
+    assert gd.method == "atp+gd" and not gd.signed and bool((gd.values >= 0).all())
+    # |.| per pair, not of the mean: with pairs that disagree in sign the two differ
+    assert float((per_pair.mean(-1) - (terms.mean(-1).abs().sum(0) / 2)).max()) > 1e-4
+
+
+def test_grad_drop_runs_on_every_kind_and_normalises_by_the_gap_magnitude(tiny3):
+    m = tiny3
+    for over in ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out", "heads", "head_q", "head_k",
+                 "head_v", "pattern"):
+        pos = "last" if over in ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out") else "each"
+        e = interp.attribution_patching(m, CLEAN, CORRUPT, prob("a"), over=over, positions=pos, layers=[1, 2])
+        r = interp.attribution_patching(m, CLEAN, CORRUPT, prob("a"), over=over, positions=pos, layers=[1, 2],
+                                        grad_drop=True)
+        assert r.values.shape == e.values.shape and bool(torch.isfinite(r.values).all()), over
+        assert r.method == ("atp*" if over in ("head_q", "head_k") else "atp+gd"), over
+        terms = r.extra["grad_drop_terms"]
+        gap = float(r.clean.mean() - r.corrupted.mean())
+        assert torch.allclose(r.values, (terms.abs().sum(0) / 2).mean(-1) / abs(gap), rtol=1e-5), over
+        assert torch.allclose(terms[0, 0], (e.raw - e.corrupted)[0], atol=1e-6), over  # below layer 1: plain AtP
+    # kl_to_clean: clean scores 0, corrupted more, so the gap is negative; magnitudes stay >= 0
+    k = interp.attribution_patching(m, CLEAN, CORRUPT, kl_to_clean(), over="heads", grad_drop=True)
+    assert float(k.clean.mean() - k.corrupted.mean()) < 0 and bool((k.values >= 0).all())
+    assert float(k.values.max()) > 0
+    assert m.active_hooks() == [] and m.attached_hook_count() == 0
+
+
+@torch.no_grad()
+def cancelling_model(beta=10.0, gamma=1.0):
+    """Two one-head layers, no norms, set by hand. L0H0 reads the token at position 1 (clean: x = 1, corrupted:
+    x = 0) and writes x to a direction u and a * x to logit(A) (its direct effect). L1H0's query reads u, its key
+    marks position 2: from the last of 5 positions it attends there with weight w(x) = e^(beta x) / (e^(beta x) + 4)
+    and writes -gamma * w(x) to logit(A) (the indirect effect). With a = gamma * w'(0) = 0.16 beta gamma the two
+    cancel in the gradient at the corrupted run: plain AtP of L0H0 is 0, yet patching it restores everything
+    (w saturates). GradDrop's term with layer 1 dropped keeps only the direct effect a."""
+    from interp.analyses.induction.toy import AttnOnlyTransformer, ToyConfig
+
+    V, N = 8, 8
+    cfg = ToyConfig(n_layers=2, d_model=V + N + 1, n_heads=1, d_vocab=V, n_ctx=N)
+    net = AttnOnlyTransformer(cfg, seed=None)
+    for p in net.parameters():
+        p.zero_()
+    pos, u, A, root = V, V + N, 3, cfg.d_head ** 0.5
+    net.W_E[:, :V], net.W_pos[:, pos:pos + N], net.W_U[:V, :] = torch.eye(V), torch.eye(N), torch.eye(V)
+    h, g = net.blocks[0].attn, net.blocks[1].attn
+    h.W_Q[0, pos:pos + N, 0] = 40 * root  # every position attends to position 1 ...
+    h.W_K[0, pos + 1, 0] = 1.0
+    h.W_V[0, 1, 0] = 1.0  # ... and reads x = 1 from token 1 (clean), 0 from token 2 (corrupted)
+    h.W_O[0, 0, u], h.W_O[0, 0, A] = 1.0, gamma * beta * 0.2 * 0.8
+    g.W_Q[0, u, 0] = beta * root
+    g.W_K[0, pos + 2, 0] = 1.0
+    g.W_V[0, pos + 2, 1] = 1.0
+    g.W_O[0, 1, A] = -gamma
+    return Model.from_module(net)
+
+
+def test_grad_drop_sees_through_a_cancellation():
+    m = cancelling_model()
+    clean, corr, met = torch.tensor([[0, 1, 5, 5, 5]]), torch.tensor([[0, 2, 5, 5, 5]]), logit_diff(3, 4)
+    exact = interp.activation_patching(m, clean, corr, met, over="heads")
+    plain = interp.attribution_patching(m, clean, corr, met, over="heads")
+    gd = interp.attribution_patching(m, clean, corr, met, over="heads", grad_drop=True)
+    a, w1 = 1.6, 1 / (1 + 4 * np.exp(-10.0))
+    gap = a - (w1 - 0.2)  # m(x) = a x - w(x): clean x = 1, corrupted x = 0
+    assert float(exact.clean - exact.corrupted) == pytest.approx(gap, rel=1e-5)
+    assert float(exact.values[0, 0]) == pytest.approx(1.0, abs=1e-4)  # L0H0 alone restores the clean run
+    assert abs(float(plain.values[0, 0])) < 1e-4  # ... and plain AtP sees nothing
+    terms = gd.extra["grad_drop_terms"][:, 0, 0, 0]
+    assert float(terms[0]) == 0.0 and float(terms[1]) == pytest.approx(a, rel=1e-4)  # layer 1 dropped: direct only
+    assert float(gd.values[0, 0]) == pytest.approx(a / gap, rel=1e-4) and float(gd.values[0, 0]) > 1.5
+    assert gd.top(1)[0][:2] == (0, 0) and plain.top(1)[0][:2] == (1, 0)
+    assert gd.compare(exact, k=1).topk_recall == 1.0 and plain.compare(exact, k=1).topk_recall == 0.0
+
+
+def test_grad_drop_leaves_no_hook_and_checks_its_argument(tiny3, monkeypatch):
+    m = tiny3
+    for bad in ("yes", 1, None):
+        with pytest.raises(ValueError, match=rf"grad_drop={bad!r}: allowed: True .* or False"):
+            interp.attribution_patching(m, CLEAN, CORRUPT, logit_diff("a", "b"), grad_drop=bad)
+    interp.attribution_patching(m, CLEAN, CORRUPT, logit_diff("a", "b"), over="head_q", grad_drop=True)
+    assert m.active_hooks() == [] and m.attached_hook_count() == 0
+
+    def boom(logits, batch):
+        raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"):
+        interp.attribution_patching(m, CLEAN, CORRUPT, boom, grad_drop=True)
+    assert m.active_hooks() == [] and m.attached_hook_count() == 0
+    # a failure inside the forward, while the drop gates are attached
+    from interp.analyses.patching import graddrop
+
+    def fail(*args):
+        raise RuntimeError("gate failed")
+    monkeypatch.setattr(graddrop._Drop, "apply", fail)
+    with pytest.raises(RuntimeError, match="gate failed"):
+        interp.attribution_patching(m, CLEAN, CORRUPT, logit_diff("a", "b"), grad_drop=True)
+    assert m.active_hooks() == [] and m.attached_hook_count() == 0
+    one = interp.load_tiny("llama", seed=0, n_layers=1)
+    with pytest.raises(ValueError, match="needs at least 2 layers"):
+        interp.attribution_patching(one, CLEAN, CORRUPT, logit_diff("a", "b"), grad_drop=True)
+
+
+def test_compare_ranks_an_unsigned_estimate_against_magnitudes():
+    def grid(vals, method, direction="denoise", signed=True):
+        v = torch.tensor(vals, dtype=torch.float32).reshape(2, 3)
+        return PatchingResult(v, v[..., None], torch.ones(1), torch.zeros(1), [0, 1], [0, 1, 2], "layer", "head",
+                              ["H0", "H1", "H2"], "heads", direction, "m", "all", method=method, signed=signed)
+    est = grid([0.1, 0.5, 0.2, 0.9, 0.3, 0.0], "atp+gd", signed=False)
+    rank = lambda x: np.argsort(np.argsort(x))
+    for direction, base in (("denoise", 0.0), ("noise", 1.0)):
+        truth = grid([0.2, 0.4, -0.95, 0.8, 0.1, 0.05], "exhaustive", direction)
+        c = est.compare(truth, k=2)
+        t = np.abs(truth.values.flatten().numpy() - base)
+        e = est.values.flatten().numpy()
+        assert c.spearman == pytest.approx(np.corrcoef(rank(e), rank(t))[0, 1], abs=1e-6), direction
+        assert c.pearson == pytest.approx(np.corrcoef(e, t)[0, 1], abs=1e-6)
+        assert np.allclose(c.truth.numpy(), t) and c.names == ("atp+gd", "|exhaustive|")
+    assert est.compare(grid([0.2, 0.4, -0.95, 0.8, 0.1, 0.05], "exhaustive"), k=2).topk_recall == 0.5
+    assert json.loads(json.dumps(est.to_json()))["signed"] is False

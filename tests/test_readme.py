@@ -61,3 +61,55 @@ def test_readme_quickstart_runs_and_reverts_its_edit(tmp_path):
     assert line, f"the driver printed no digests:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
     digests = json.loads(line[len("DIGESTS "):])
     assert digests["after_block"] == digests["before_edit"], "the Quickstart left the weights edited"
+
+
+# Every name a notebook uses is public and listed in the README's API table.
+
+NOTEBOOKS = sorted((README.parent / "notebooks").glob("*.ipynb"))
+PUBLIC_MODULES = ("interp", "interp.rome", "interp.memit", "interp.patching", "interp.induction")
+MODEL_NAMES = ("model", "m", "exact", "toy")        # the notebooks' variables that hold an interp.Model
+
+
+def _notebook_names(path) -> tuple[set[str], list[str]]:
+    """(every ``interp`` name and ``model.<attr>`` the notebook's code uses, imports from non-public modules)."""
+    import ast
+
+    import nbformat
+
+    alias, used, private = {}, set(), []
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type != "code":
+            continue
+        tree = ast.parse("\n".join(ln for ln in cell.source.splitlines() if not ln.lstrip().startswith(("%", "!"))))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                alias.update({a.asname or a.name: a.name for a in node.names if a.name.startswith("interp")})
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("interp"):
+                if node.module not in PUBLIC_MODULES:
+                    private.append(node.module)
+                for a in node.names:
+                    alias[a.asname or a.name] = f"{node.module}.{a.name}"
+                    used.add(f"{node.module}.{a.name}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                if node.value.id in alias:
+                    used.add(f"{alias[node.value.id]}.{node.attr}")
+                elif node.value.id in MODEL_NAMES:
+                    used.add(f"model.{node.attr}")
+    return used, private
+
+
+def _api_section() -> str:
+    text = README.read_text()
+    return text[text.index("## Public API"):text.index("## Command line")]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebooks_use_only_the_public_api_and_the_readme_lists_it(path):
+    used, private = _notebook_names(path)
+    assert not private, f"{path.name} imports from {sorted(set(private))}: use {PUBLIC_MODULES}"
+    api = _api_section()
+    missing = sorted(n for n in used
+                     if not re.search(rf"(?<![\w]){re.escape(n.split('.')[-1])}\b", api)
+                     and n.split(".")[-1] not in {m.split(".")[-1] for m in PUBLIC_MODULES})
+    assert not missing, f"{path.name} uses names the README's Public API section does not list: {missing}"

@@ -355,3 +355,63 @@ def test_a_stopped_run_continues_from_its_save_with_the_same_numbers(embedded, f
     with pytest.raises(ValueError, match=r"holds no complete save \(step 2: .*were altered"):
         sequential_edits(embedded, facts, "rome", state_dir=state, **opts)
     assert embedded.weights_digest() == digest
+
+
+def _drawn_texts(fig):
+    """Every text the renderer drew: visible, non-empty, and (for tick labels) at a tick inside its axis' view."""
+    from matplotlib.text import Text
+
+    hidden = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                loc = tick.get_loc()
+                if loc is None or not lo - 1e-9 * abs(hi - lo) <= loc <= hi + 1e-9 * abs(hi - lo):
+                    hidden.update((id(tick.label1), id(tick.label2)))
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in hidden]
+
+
+def _x_tick_labels(ax):
+    lo, hi = sorted(ax.get_xlim())
+    return [t.get_text() for t, loc in zip(ax.get_xticklabels(), ax.get_xticks())
+            if lo <= loc <= hi and t.get_visible() and t.get_text().strip()]
+
+
+@pytest.mark.parametrize("stretch", [1, 60], ids=["3 facts, linear axis", "as if 1-120 facts, log axis"])
+def test_the_run_figure_keeps_every_text_on_the_canvas(embedded, facts, stretch):
+    """ScaleResult.plot: the title (the whole summary, wrapped, never cut), labels, legends and tick labels all lie
+    inside the figure, and the x axis "facts edited" has no negative tick (it once was symlog, with a "-10¹" tick
+    and a third of each panel left of zero). ``stretch`` relabels the 3 steps as 1, 60, 120 facts edited with a
+    collapse at the last, the shape of a long run, whose axis is logarithmic from 1."""
+    res = sequential_edits(embedded, facts, lambda m, f: NoiseEdit(m, 5, 0.0, 0), progress=False,
+                           checkpoints=[1, 3], gen_tokens=8)
+    if stretch > 1:
+        doc = json.loads(json.dumps(res.to_json()))
+        for rows in (doc["steps"], doc["checkpoints"]):
+            for row in rows:
+                row["n_edited"] = max(1, (row["step"] - 1) * stretch)
+        res = ScaleResult.from_json(doc)
+        res.settings["max_drift"] = 1e-9  # every step crosses it: a collapse line and a long summary
+        res.steps[-1]["loss_drift"] = 1.0
+        assert res.collapse is not None
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    run_fig, mass_fig = res.plot(), plot_mass([res])
+    assert run_fig._suptitle.get_text().replace("\n", " ") == res.summary()  # wrapped, not cut
+    assert all((ax.get_xscale() == "log") == (stretch > 1) for ax in run_fig.axes)
+    for fig in (run_fig, mass_fig):
+        FigureCanvasAgg(fig)  # the library's figures live outside pyplot; draw them as a PNG would be
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        box = fig.bbox
+        texts = _drawn_texts(fig)
+        assert fig._suptitle in texts
+        for t in texts:
+            e = t.get_window_extent(renderer)
+            assert (e.x0 >= box.x0 - 0.5 and e.y0 >= box.y0 - 0.5 and e.x1 <= box.x1 + 0.5
+                    and e.y1 <= box.y1 + 0.5), (t.get_text(), e, box)
+        for ax in fig.axes:
+            labels = _x_tick_labels(ax)
+            assert labels and not any(s.lstrip("$").startswith(("-", "\N{MINUS SIGN}")) for s in labels), labels
+            assert min(ax.get_xlim()) >= 0

@@ -507,3 +507,17 @@ def test_eiffel_replace_on_embedded_model(embedded):
     assert grid[:8, 3].max() > tr.clean_prob  # ' iffel', early layers
     assert grid[:20, -1].max() < 0.1 * tr.clean_prob  # the last token's early states hold nothing of the subject
     assert grid[-1, -1] == pytest.approx(tr.clean_prob, abs=1e-5)
+
+
+def test_plots_draw_under_a_figure_layout_engine(tmp_path):
+    """The heatmap (with its colorbar) and the facts plot draw on a figure that already has a layout engine
+    (constrained layout): no tight_layout() over it, which matplotlib refuses once a colorbar exists."""
+    import interp
+
+    model = interp.load_tiny("llama")
+    tr = interp.causal_trace(model, "The Eiffel Tower is in", "The Eiffel", samples=2, kinds=("mlp",), window=1)
+    fig = tr.plot("mlp", value="effect", out=tmp_path / "w1.png")
+    assert fig is not None and (tmp_path / "w1.png").exists()
+    facts = interp.trace_facts(model, [{"prompt": "{} is in", "subject": "The Eiffel"}], samples=2, window=1,
+                               progress=False)
+    assert facts.plot(out=tmp_path / "f.png") is not None and (tmp_path / "f.png").exists()

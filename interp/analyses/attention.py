@@ -175,8 +175,9 @@ def head_stats(patterns: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def token_label(tok: str) -> str:
-    """A token as a plot label: visible whitespace, no matplotlib mathtext."""
-    return tok.replace("\n", "\\n").replace("\t", "\\t").replace("$", r"\$") or "''"
+    """A token as a plot label: visible whitespace (a space as ``␣``, so " the" reads ``␣the``), no matplotlib
+    mathtext."""
+    return tok.replace("\n", "\\n").replace("\t", "\\t").replace(" ", "\u2423").replace("$", r"\$") or "''"
 
 
 def attention(model, text, *, layers=None) -> AttentionResult:

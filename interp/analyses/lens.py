@@ -37,6 +37,7 @@ from ..core.hooks import capture
 from ..core.inputs import check_k, check_pos, decode, one_text, pad_rows, target_list
 from ..core.inputs import positions as check_positions
 from ..core.results import Result, new_figure, save_fig
+from .attention import token_label
 
 _CHUNK_ELEMS = 1 << 24  # logits per unembedding chunk (64 MB in float32)
 _LOG2E = 1.4426950408889634
@@ -377,10 +378,10 @@ class LogitLensResult(Result):
         size = max(4, min(8, 60 // max(P, 1) + 3))
         for r in range(L1):
             for c in range(P):
-                tok = self.token(int(self.top_ids[r, c, 0])).replace("\n", "\\n")
+                tok = token_label(self.token(int(self.top_ids[r, c, 0])))
                 ax.text(c, r, tok[:max_chars], ha="center", va="center", fontsize=size,
                         color="white" if probs[r, c] > 0.6 else "black")
-        ax.set_xticks(range(P), [repr(self.str_tokens[p])[1:-1][:max_chars] for p in self.positions],
+        ax.set_xticks(range(P), [token_label(self.str_tokens[p])[:max_chars] for p in self.positions],
                       rotation=60, ha="right", fontsize=8)
         step = max(1, L1 // 16)
         ax.set_yticks(range(0, L1, step), [self.labels[i] for i in range(0, L1, step)], fontsize=8)

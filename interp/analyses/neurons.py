@@ -11,7 +11,8 @@ positive factor shared by all neurons of a token).
 - ``activations(text)``   — every neuron's activation at every token (plot over tokens),
 - ``scan(docs, k=10)``    — streaming top-k max-activating contexts per neuron over a corpus,
 - ``vocab(neuron)``       — the neuron's output row through the unembedding: tokens it promotes / suppresses,
-- ``ablate(text, target, neurons)`` — effect of zero/mean-ablating neurons on a target logit.
+- ``ablate(text, target, neurons)`` — effect of zero/mean-ablating neurons on a target logit (``mode="mean",
+  mean_over=scan``: each neuron set to its mean over the scan's tokens, which ``scan`` records).
 
 The scan keeps its running state in a :class:`~interp.analyses.topk.TopK` accumulator of plain tensors whose
 merge is exact (see ``topk``); shards of a corpus scanned separately (``doc_offset`` gives global document ids)
@@ -118,6 +119,7 @@ class NeuronScan(Result):
     bos_token_id: int = 0
     _encoded: dict = field(default_factory=dict)
     model: object = field(default=None, repr=False)  # for the view: activations in context, vocabulary projection
+    mean: torch.Tensor | None = None  # [tracked neurons] mean activation over the scanned non-BOS tokens (scan())
 
     @classmethod
     def from_state(cls, model, state: TopK, docs: Sequence, *, doc_offset: int = 0, max_len: int = 128):
@@ -136,6 +138,19 @@ class NeuronScan(Result):
     @property
     def layer(self) -> int:
         return self.state.layer
+
+    def mean_of(self, neurons) -> torch.Tensor:
+        """[len(neurons)] float32: each neuron's mean activation over the scanned non-BOS tokens (what
+        ``Neurons.ablate(..., mode="mean", mean_over=scan)`` writes)."""
+        if self.mean is None:
+            raise ValueError("this scan holds no mean activations (only Neurons.scan records them, not a state "
+                             "merged from shards)")
+        index = {int(v): i for i, v in enumerate(self.state.neurons.tolist())}
+        idx = [as_int(n) for n in ([neurons] if isinstance(neurons, int) else list(neurons))]
+        missing = [n for n in idx if n not in index]
+        if missing:
+            raise ValueError(f"neurons {missing} were not scanned; this scan holds {len(index)} neurons")
+        return self.mean[[index[n] for n in idx]].float()
 
     def _ids(self, doc_id: int) -> list[int]:
         if doc_id not in self._encoded:
@@ -319,6 +334,24 @@ class NeuronAblation(Result):
         return save_fig(fig, out)
 
 
+class _TopKWithMean(TopK):
+    """The scan's top-k that also sums each tracked neuron's activation over the counted (real, non-BOS) tokens,
+    for :attr:`NeuronScan.mean`. Merging or saving keeps only the top-k."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.act_sum = torch.zeros(self.neurons.numel(), dtype=torch.float64, device=self.values.device)
+        self.act_count = 0
+
+    def add(self, batch, acts: dict) -> None:
+        super().add(batch, acts)
+        (a,) = acts.values()  # [b, pos, d_mlp]
+        w = batch.counted.to(a.device, torch.float64)
+        a = a.index_select(-1, self.neurons.to(a.device)).to(torch.float64)
+        self.act_sum += torch.einsum("bp,bpn->n", w, a).to(self.act_sum.device)
+        self.act_count += int(batch.counted.sum())
+
+
 # ============================================================================================ the analyzer
 class Neurons:
     """The FFN neurons of one layer of ``model``."""
@@ -371,20 +404,22 @@ class Neurons:
         every document and would fill the top-k with copies of itself. Padding never enters."""
         docs = self._docs(docs, n_docs)
         state = self.scan_state(docs, k=k, neurons=neurons, batch_size=batch_size, max_len=max_len,
-                                doc_offset=doc_offset, skip_bos=skip_bos, progress=progress)
-        return NeuronScan.from_state(self.model, state.to("cpu"), docs, doc_offset=doc_offset, max_len=max_len)
+                                doc_offset=doc_offset, skip_bos=skip_bos, progress=progress, _mean=True)
+        res = NeuronScan.from_state(self.model, state.to("cpu"), docs, doc_offset=doc_offset, max_len=max_len)
+        res.mean = (state.act_sum.cpu() / max(state.act_count, 1)).float() if state.act_count else None
+        return res
 
     @staticmethod
     def _docs(docs, n_docs):
         return documents(docs, n_docs, default=DEFAULT_DOCS)
 
     def scan_state(self, docs=None, *, n_docs=None, k=10, neurons=None, batch_size=8, max_len=128, doc_offset=0,
-                   skip_bos=True, progress=True) -> TopK:
+                   skip_bos=True, progress=True, _mean=False) -> TopK:
         """The scan's raw accumulator (see :meth:`scan`); merge shards with ``TopK.merge``."""
         docs = self._docs(docs, n_docs)
         check_int("batch_size", batch_size, 1)
         check_int("doc_offset", doc_offset, 0)
-        state = TopK.empty(self.layer, k, self._neuron_list(neurons), skip_bos=skip_bos,
+        state = (_TopKWithMean if _mean else TopK).empty(self.layer, k, self._neuron_list(neurons), skip_bos=skip_bos,
                            device=self.model.device_of(self.layer))  # where this layer's activations arrive
         return scan(self.model, docs, state, batch_size=batch_size, max_len=max_len, doc_offset=doc_offset,
                     progress=progress, desc=f"scan L{self.layer}")
@@ -432,9 +467,16 @@ class Neurons:
                individually: bool = False) -> NeuronAblation:
         """Change of the ``target`` logit at ``pos`` when ``neurons`` are ablated together (and, with
         ``individually``, one at a time). ``target``: a token id or a string (mind the leading space); a string of
-        several tokens is scored by its first token, with a warning (the result's ``target`` names it)."""
+        several tokens is scored by its first token, with a warning (the result's ``target`` names it).
+
+        ``mode="mean"``: each neuron set to its mean over ``mean_over`` — a text / tokens, a :class:`NeuronScan`
+        of this layer (its mean over the scanned corpus tokens), or None (the mean over ``text`` itself)."""
         m = self.model
         idx = self.check(neurons)
+        from_scan = isinstance(mean_over, NeuronScan)
+        if from_scan and (mode != "mean" or mean_over.layer != self.layer):
+            raise ValueError(f"mean_over=<scan of layer {mean_over.layer}> needs mode='mean' and a scan of layer "
+                             f"{self.layer} (got mode={mode!r})")
         toks = one_text(m, text)
         p = m.check_pos(pos, toks.shape[1])
         scored = target_id(m, target)
@@ -443,7 +485,8 @@ class Neurons:
         groups = ([[i] for i in idx] if individually and len(idx) > 1 else []) + [idx]
         rows = []
         for g in groups:
-            with m.ablate_neurons(self.layer, g, mode=mode, mean_over=mean_over):
+            means = {"values": mean_over.mean_of(g)} if from_scan else {"mean_over": mean_over}
+            with m.ablate_neurons(self.layer, g, mode=mode, **means):
                 out = m.run(toks)[0, p]
             label = f"N{g[0]}" if len(g) == 1 else f"{len(g)} neurons"
             rows.append({"ablated": label, "neurons": g, "clean_logit": float(clean[tid]),

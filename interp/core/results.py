@@ -122,13 +122,25 @@ _FIGURE_CLASS = None
 
 
 def new_figure(*args, **kwargs):
-    """A matplotlib figure outside pyplot (no backend switch, nothing left open) that Jupyter displays inline."""
+    """A matplotlib figure outside pyplot (no backend switch, nothing left open) that Jupyter displays inline.
+    Constrained layout unless ``layout=`` says otherwise, so labels and titles stay on the canvas (the notebooks'
+    figure check, ``notebooks/execute.py``, fails on any text drawn outside it)."""
+    kwargs.setdefault("layout", "constrained")
     global _FIGURE_CLASS
     if _FIGURE_CLASS is None:
         from matplotlib.figure import Figure
 
         class InlineFigure(Figure):
             """A Figure that renders itself as PNG in Jupyter (``_repr_png_``) whatever backend is active."""
+
+            def tight_layout(self, *args, **kwargs):
+                # A constrained figure already keeps its text on the canvas; switching engines after a colorbar
+                # is drawn raises in matplotlib, so a plot written for tight layout keeps working unchanged.
+                from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+                if isinstance(self.get_layout_engine(), ConstrainedLayoutEngine):
+                    return None
+                return super().tight_layout(*args, **kwargs)
 
             def _repr_png_(self) -> bytes:
                 buf = io.BytesIO()

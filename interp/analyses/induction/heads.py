@@ -1,4 +1,5 @@
-"""Induction heads: detect them in any model and check their role causally.
+"""Induction heads: detect them in any model (the causal checks are in :mod:`.causal`, in-context learning in
+:mod:`.icl`).
 
 An induction head completes [A][B] ... [A] -> [B]: from the second [A] it attends
 to the token *after* the earlier [A] and copies it (Elhage et al. 2021, Olsson
@@ -44,6 +45,7 @@ induction target exists, so a perfect head scores 1 (see the known-answer test).
 
 from __future__ import annotations
 
+import textwrap
 import time
 from dataclasses import dataclass, field
 
@@ -51,7 +53,6 @@ import numpy as np
 import torch
 
 from ...core import arch
-from ...core.corpus import wiki_documents
 from ...core.hooks import capture
 from ...core.inputs import check_int
 from ...core.results import Result, jsonable, new_figure, save_fig
@@ -94,7 +95,7 @@ def check_seq_len(model, seq_len: int, repeats: int = 2) -> int:
     return seq_len
 
 
-def _check_positive(name: str, value, most: int | None = None) -> int:
+def check_positive(name: str, value, most: int | None = None) -> int:
     # Not core.inputs.check_int: this module's messages read "out of range: allowed 1..N", which callers match.
     if not isinstance(value, int) or isinstance(value, bool) or value < 1 or (most is not None and value > most):
         allowed = f"1..{most}" if most is not None else ">= 1"
@@ -106,7 +107,7 @@ def repeated_tokens(model, seq_len: int, batch: int, *, repeats: int = 2, seed: 
     """[BOS] + R * repeats with R random ordinary tokens, distinct within each row.
     Returns [batch, 1 + repeats * seq_len] long. Seeded: same seed, same tokens."""
     check_seq_len(model, seq_len, repeats)
-    _check_positive("batch", batch)
+    check_positive("batch", batch)
     ids = ordinary_token_ids(model)
     gen = torch.Generator().manual_seed(seed)
     # Without replacement per row: argsort of uniform noise picks seq_len distinct ids.
@@ -329,7 +330,8 @@ class InductionScan(Result):
             ax.imshow(pat.numpy(), cmap="viridis", vmin=0, vmax=1)
             score = float(self.scores["induction_score"][layer, head])
             ax.set(title=f"L{layer}H{head} pattern (ind {score:.2f})", xlabel="key", ylabel="query")
-        fig.suptitle(self.summary()[:140], fontsize=9)
+        # the whole summary, wrapped to the figure's width (about 14 characters per inch at 9 pt)
+        fig.suptitle(textwrap.fill(self.summary(), width=int(13 * fig.get_figwidth())), fontsize=9)
         return save_fig(fig, out)
 
 
@@ -361,236 +363,3 @@ def induction_heads(model, *, seq_len: int = 50, batch: int = 16, seed: int = 0,
                          token_range=token_range_description(model), model_name=model.source,
                          top_patterns=top, tokens=scan["tokens"], seconds=time.perf_counter() - t0)
 
-
-# ----------------------------------------------------------------------------- causal check
-
-def repeated_half_loss(model, tokens: torch.Tensor, seq_len: int) -> float:
-    """Mean loss on the predictable targets of the second copy (see half_losses)."""
-    return half_losses(per_position_loss(model.run(tokens), tokens), seq_len)[1]
-
-
-def check_heads(model, heads) -> list[tuple[int, int]]:
-    """Validate [(layer, head), ...] against the model -> normalized list."""
-    heads = [(model.check_layer(layer), model.check_head(head)) for layer, head in heads]
-    if not heads:
-        raise ValueError("no heads given; pass [(layer, head), ...]")
-    return heads
-
-
-def random_heads(model, k: int, exclude, seed: int) -> list[tuple[int, int]]:
-    """k distinct heads drawn uniformly (seeded) from all heads not in `exclude`."""
-    pool = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)
-            if (layer, head) not in set(exclude)]
-    _check_positive("k", k, len(pool))
-    gen = torch.Generator().manual_seed(seed)
-    return sorted(pool[int(i)] for i in torch.randperm(len(pool), generator=gen)[:k])
-
-
-@dataclass(repr=False)
-class AblationCheck(Result):
-    """Rise of the repeated-half loss when ablating the top-k induction heads vs k random heads."""
-
-    top_heads: list
-    mode: str
-    baseline_loss: float
-    top_loss: float
-    random_heads: list  # one list of heads per seed
-    random_losses: list
-    seq_len: int
-    batch: int
-    seed: int
-    model_name: str
-
-    @property
-    def k(self) -> int:
-        return len(self.top_heads)
-
-    @property
-    def top_rise(self) -> float:
-        return self.top_loss - self.baseline_loss
-
-    @property
-    def random_rises(self) -> list[float]:
-        return [x - self.baseline_loss for x in self.random_losses]
-
-    @property
-    def random_rise_mean(self) -> float:
-        return float(np.mean(self.random_rises))
-
-    @property
-    def random_rise_std(self) -> float:
-        return float(np.std(self.random_rises))
-
-    @property
-    def ratio(self) -> float:
-        """top-k rise / mean random-k rise (inf if random ablation does not raise the loss)."""
-        denom = self.random_rise_mean
-        return float(self.top_rise / denom) if denom > 1e-9 else float("inf")
-
-    def to_frame(self):
-        import pandas as pd
-
-        rows = [{"condition": "none", "heads": "", "loss": self.baseline_loss, "rise": 0.0},
-                {"condition": f"top-{self.k}", "heads": _fmt_heads(self.top_heads), "loss": self.top_loss,
-                 "rise": self.top_rise}]
-        rows += [{"condition": f"random-{self.k} seed {i}", "heads": _fmt_heads(h), "loss": loss,
-                  "rise": loss - self.baseline_loss}
-                 for i, (h, loss) in enumerate(zip(self.random_heads, self.random_losses))]
-        return pd.DataFrame(rows).set_index("condition")
-
-    def to_json(self) -> dict:
-        # jsonable: the ratio is inf when random heads do not raise the loss
-        return jsonable({
-            "result": "AblationCheck", "summary": self.summary(), "k": self.k, "mode": self.mode,
-            "top_heads": [list(h) for h in self.top_heads], "baseline_loss": self.baseline_loss,
-            "top_k_loss": self.top_loss, "top_k_rise": self.top_rise, "random_k_rises": self.random_rises,
-            "random_k_rise_mean": self.random_rise_mean, "random_k_rise_std": self.random_rise_std,
-            "ratio": self.ratio, "n_random_seeds": len(self.random_losses),
-            "random_heads": [[list(h) for h in hs] for hs in self.random_heads], "seq_len": self.seq_len,
-            "batch": self.batch, "seed": self.seed, "model": self.model_name})
-
-
-    def summary(self) -> str:
-        return (f"{self.mode}-ablating the top-{self.k} induction heads raises the repeated-half loss by "
-                f"{self.top_rise:+.3f} nats vs {self.random_rise_mean:+.3f} ± {self.random_rise_std:.3f} for "
-                f"{self.k} random heads ({len(self.random_losses)} seeds): ratio {self.ratio:.1f}")
-
-    def plot(self, *, out=None):
-        fig = new_figure(figsize=(6, 3.5), layout="constrained")
-        ax = fig.add_subplot(1, 1, 1)
-        labels = [f"top-{self.k}"] + [f"rand {i}" for i in range(len(self.random_losses))]
-        rises = [self.top_rise] + self.random_rises
-        ax.bar(labels, rises, color=["C3"] + ["C0"] * len(self.random_losses))
-        ax.axhline(self.random_rise_mean, color="C0", ls="--", lw=0.8, label="random mean")
-        ax.set(ylabel="rise of repeated-half loss (nats)", title=f"{self.mode}-ablation, {self.model_name}")
-        ax.legend()
-        return save_fig(fig, out)
-
-
-def _fmt_heads(heads) -> str:
-    return " ".join(f"L{layer}H{head}" for layer, head in heads)
-
-
-def ablation_check(model, heads=None, *, k: int = 5, n_random: int = 5, mode: str = "mean",
-                   seq_len: int = 50, batch: int = 16, seed: int = 0,
-                   scan: InductionScan | None = None) -> AblationCheck:
-    """Ablate `heads` (default: the top-k of `scan`, or of a fresh scan with `seed`) and k random
-    heads outside that set for `n_random` seeds; measure the repeated-half loss on a held-out
-    batch (seed + 1000, so head selection and evaluation use different sequences).
-    mode "mean" (default) replaces each ablated head's z by its mean over batch and positions of
-    the same input; "zero" sets it to 0 (interp.Model.ablate_heads)."""
-    if mode not in ("zero", "mean"):
-        raise ValueError(f"mode={mode!r} not known; allowed: 'zero', 'mean'")
-    check_int("n_random", n_random, 1)
-    if heads is None:
-        _check_positive("k", k, model.n_layers * model.n_heads - 1)
-        scan = scan or induction_heads(model, seq_len=seq_len, batch=batch, seed=seed, copying=False)
-        heads = scan.top_heads(k)
-    heads = check_heads(model, heads)
-    tokens = repeated_tokens(model, seq_len, batch, seed=seed + 1000)
-    baseline = repeated_half_loss(model, tokens, seq_len)
-    with model.ablate_heads(heads, mode=mode):
-        top_loss = repeated_half_loss(model, tokens, seq_len)
-    rand_sets, rand_losses = [], []
-    for i in range(n_random):
-        rand = random_heads(model, len(heads), heads, seed=seed + i)
-        with model.ablate_heads(rand, mode=mode):
-            rand_losses.append(repeated_half_loss(model, tokens, seq_len))
-        rand_sets.append(rand)
-    return AblationCheck(top_heads=heads, mode=mode, baseline_loss=baseline, top_loss=top_loss,
-                         random_heads=rand_sets, random_losses=rand_losses, seq_len=seq_len, batch=batch,
-                         seed=seed, model_name=model.source)
-
-
-# ----------------------------------------------------------------------------- in-context learning
-
-@dataclass(repr=False)
-class ICLScore(Result):
-    """Olsson's in-context-learning score on natural text: loss at a late token minus loss at an
-    early one (negative = later tokens are predicted better thanks to the context). Each loss is
-    the mean over a window of `window` tokens centred on the position, to tame per-token noise."""
-
-    early: int
-    late: int
-    window: int
-    loss_by_pos: torch.Tensor  # mean loss of the token at position t (BOS = 0), stored at index t - 1
-    n_docs: int
-    model_name: str
-
-    def _around(self, pos: int) -> float:
-        half = self.window // 2
-        return float(self.loss_by_pos[pos - 1 - half: pos + half].mean())
-
-    @property
-    def loss_early(self) -> float:
-        return self._around(self.early)
-
-    @property
-    def loss_late(self) -> float:
-        return self._around(self.late)
-
-    @property
-    def score(self) -> float:
-        return self.loss_late - self.loss_early
-
-    def to_frame(self):
-        import pandas as pd
-
-        return pd.DataFrame({"token_position": np.arange(1, len(self.loss_by_pos) + 1),
-                             "loss": self.loss_by_pos.numpy()}).set_index("token_position")
-
-    def summary(self) -> str:
-        return (f"ICL score {self.score:+.3f} nats = loss at token {self.late} ({self.loss_late:.3f}) - loss at "
-                f"token {self.early} ({self.loss_early:.3f}), windows of {self.window} tokens, {self.n_docs} "
-                f"Wikipedia summaries, {self.model_name}")
-
-    def to_json(self) -> dict:
-        return {"result": "ICLScore", "summary": self.summary(), "score": self.score, "early": self.early,
-                "late": self.late, "window": self.window, "loss_early": self.loss_early,
-                "loss_late": self.loss_late, "n_docs": self.n_docs, "model": self.model_name,
-                "loss_by_pos": jsonable(self.loss_by_pos)}
-
-    def plot(self, *, out=None):
-        fig = new_figure(figsize=(6, 3.5), layout="constrained")
-        ax = fig.add_subplot(1, 1, 1)
-        pos = np.arange(1, len(self.loss_by_pos) + 1)
-        ax.plot(pos, self.loss_by_pos.numpy(), lw=1)
-        half = self.window // 2
-        for p in (self.early, self.late):
-            ax.axvspan(p - half - 0.5, p + half + 0.5, color="C3", alpha=0.2)
-        ax.set(xlabel="token position (BOS = 0)", ylabel="mean loss (nats)",
-               title=f"ICL score {self.score:+.3f} nats ({self.n_docs} documents)")
-        return save_fig(fig, out)
-
-
-def icl_score(model, *, early: int = 10, late: int = 100, window: int = 5, n_docs: int = 100,
-              batch_size: int = 8, seed: int = 0) -> ICLScore:
-    """Loss at token `late` minus loss at token `early` (token positions, BOS = 0), each averaged over
-    `window` tokens centred there, over the first `n_docs` Wikipedia summaries (shuffled with `seed`)
-    long enough to reach the late window. The summaries are ~40-170 tokens (median ~100), so the
-    defaults are 10 and 100: Olsson et al.'s 50 and 500 of 512-token contexts, scaled to the documents."""
-    if not isinstance(window, int) or window < 1 or window % 2 == 0:
-        raise ValueError(f"window={window!r} out of range: allowed an odd integer >= 1")
-    half = window // 2
-    if not isinstance(early, int) or not isinstance(late, int) or \
-            not 1 + half <= early < late <= model.n_ctx - 1 - half:
-        raise ValueError(f"early={early!r}, late={late!r}: allowed {1 + half} <= early < late <= "
-                         f"{model.n_ctx - 1 - half} (window {window})")
-    check_int("n_docs", n_docs, 1)
-    end = late + half  # last token position needed
-    rows = []
-    for doc in wiki_documents(seed=seed):
-        ids = model.encode(doc.text, prepend_bos=True)
-        if len(ids) > end:
-            rows.append(ids[: end + 1])
-            if len(rows) == n_docs:
-                break
-    if not rows:
-        raise ValueError(f"no document reaches token {end}; choose a smaller late position")
-    losses = []
-    for start in range(0, len(rows), batch_size):
-        toks = torch.tensor(rows[start:start + batch_size])
-        losses.append(per_position_loss(model.run(toks), toks) * len(toks))
-    loss_by_pos = torch.stack(losses).sum(0) / len(rows)
-    return ICLScore(early=early, late=late, window=window, loss_by_pos=loss_by_pos, n_docs=len(rows),
-                    model_name=model.source)

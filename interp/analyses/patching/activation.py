@@ -14,6 +14,8 @@ the same length, since a column must mean the same token in every pair.
 
 from __future__ import annotations
 
+import textwrap
+
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -339,7 +341,9 @@ def describe_positions(positions) -> str:
 class PatchingResult(Result):
     """``values`` [rows, cols]: normalised (0 = corrupted, 1 = clean); ``raw`` [rows, cols, n_pairs]: the metric
     of every patched run; ``clean``/``corrupted`` [n_pairs]: the unpatched metric. Rows are layers (or hook
-    names), columns positions, heads or KV groups (``col_name``)."""
+    names), columns positions, heads or KV groups (``col_name``). ``signed=False`` (an unsigned estimate, e.g.
+    GradDrop): ``values`` are magnitudes of the normalised change from the base run (0 = no effect) and ``raw`` the
+    per-pair magnitudes in metric units."""
 
     values: torch.Tensor
     raw: torch.Tensor
@@ -358,6 +362,7 @@ class PatchingResult(Result):
     note: str = ""
     method: str = "exhaustive"
     extra: dict = field(default_factory=dict)
+    signed: bool = True
 
     def to_frame(self):
         import pandas as pd
@@ -399,11 +404,13 @@ class PatchingResult(Result):
                 "col_name": self.col_name, "col_labels": self.col_labels, "values": jsonable(self.values),
                 "raw_mean": jsonable(self.raw.mean(-1)), "clean": jsonable(self.clean),
                 "corrupted": jsonable(self.corrupted), "kv_readers": jsonable(self.kv_readers), "note": self.note,
-                "top": jsonable(self.top(10))}
+                "signed": self.signed, "top": jsonable(self.top(10))}
 
     def compare(self, truth: PatchingResult, k: int = 10) -> Comparison:
         """How well this grid (e.g. an AtP estimate) ranks like ``truth`` (e.g. exhaustive patching of the same
-        components) -> :class:`Comparison` (Spearman, Pearson, top-k recall by absolute effect, scatter plot)."""
+        components) -> :class:`Comparison` (Spearman, Pearson, top-k recall by absolute effect, scatter plot).
+        When either grid is unsigned (``signed=False``), both are compared as magnitudes: a signed grid becomes
+        ``|values - base|`` (base 0 for denoising, 1 for noising: the value of an unchanged run)."""
         if tuple(self.values.shape) != tuple(truth.values.shape) or self.rows != truth.rows or \
                 self.cols != truth.cols:
             raise ValueError(f"cannot compare grids of different components: {tuple(self.values.shape)} "
@@ -432,7 +439,9 @@ class PatchingResult(Result):
         ax.set_xlabel(self.col_name)
         ax.set_ylabel(self.row_name)
         ax.set_title(title or f"{self.method} {self.direction} patching: {self.over} ({self.metric})", fontsize=9)
-        fig.colorbar(im, ax=ax, label="normalised (0 = corrupted, 1 = clean)")
+        from .view import value_label
+
+        fig.colorbar(im, ax=ax, label=value_label(self))
         return save_fig(fig, out)
 
 
@@ -446,6 +455,12 @@ def _ranks(x: torch.Tensor) -> torch.Tensor:
         if int(tie.sum()) > 1:
             ranks[tie] = ranks[tie].mean()
     return ranks
+
+
+def _magnitude(res: PatchingResult, v: torch.Tensor) -> torch.Tensor:
+    """A grid's values as effect magnitudes: unsigned grids as they are; signed ones ``|v - base|`` (base 0 for
+    denoising, 1 for noising)."""
+    return v if not res.signed else (v - (0.0 if res.direction == "denoise" else 1.0)).abs()
 
 
 def pearson(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -471,6 +486,10 @@ class Comparison(Result):
     @classmethod
     def of(cls, est: PatchingResult, truth: PatchingResult, k: int) -> Comparison:
         e, t = est.values.flatten().double(), truth.values.flatten().double()
+        names = (est.method, truth.method)
+        if not (est.signed and truth.signed):  # an unsigned estimate ranks against the truth's magnitudes
+            e, t = _magnitude(est, e), _magnitude(truth, t)
+            names = tuple(n if r.signed is False else f"|{n}|" for n, r in zip(names, (est, truth)))
         labels = [(r, c) for r in est.rows for c in est.cols]
         ok = ~(torch.isnan(e) | torch.isnan(t))
         e, t, labels = e[ok], t[ok], [lab for lab, good in zip(labels, ok.tolist()) if good]
@@ -480,7 +499,7 @@ class Comparison(Result):
         top_t = set(torch.argsort(t.abs(), descending=True)[:k].tolist())
         top_e = set(torch.argsort(e.abs(), descending=True)[:k].tolist())
         return cls(e.float(), t.float(), labels, pearson(_ranks(e), _ranks(t)), pearson(e, t),
-                   len(top_t & top_e) / k, k, (est.method, truth.method))
+                   len(top_t & top_e) / k, k, names)
 
     def to_frame(self):
         import pandas as pd
@@ -507,5 +526,5 @@ class Comparison(Result):
         ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
         ax.set_xlabel(f"{self.names[1]} (normalised)")
         ax.set_ylabel(f"{self.names[0]} (normalised)")
-        ax.set_title(self.summary(), fontsize=7)
+        ax.set_title("\n".join(textwrap.wrap(self.summary(), 62)), fontsize=7)
         return save_fig(fig, out)

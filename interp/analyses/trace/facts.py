@@ -101,7 +101,8 @@ class FactTraceResult(Result):
         ax.set(xlabel="layer", ylabel="average indirect effect", title=f"last subject token, {len(self.records)} "
                f"facts, {self.corruption_label}, window {self.window}")
         ax.legend(fontsize=8)
-        fig.tight_layout()
+        if fig.get_layout_engine() is None:  # new_figure's constrained layout already fits the labels
+            fig.tight_layout()
         return save_fig(fig, out)
 
 # ============================================================================================== public API

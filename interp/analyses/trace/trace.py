@@ -182,9 +182,10 @@ class TraceResult(Result):
             cb = fig.colorbar(im, ax=ax, fraction=0.05, pad=0.02)
             cb.set_label(f"p({self.target.strip() or self.target!r})" if value == "prob" else "indirect effect",
                          fontsize=8)
-        fig.suptitle(f"{self.text!r} → {self.target!r}  (clean {self.clean_prob:.3f}, corrupted "
-                     f"{self.corrupted_prob:.3f}; {self.corruption_label})", fontsize=9)
-        fig.tight_layout()
+        fig.suptitle(f"{self.text!r} → {self.target!r}\n(clean {self.clean_prob:.3f}, corrupted "
+                     f"{self.corrupted_prob:.3f}; {self.corruption_label})", fontsize=8)
+        if fig.get_layout_engine() is None:  # new_figure's constrained layout already fits the labels
+            fig.tight_layout()
         return save_fig(fig, out)
 
     def view(self, *, kinds=None, value: str = "prob"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,9 @@ from ...core.results import Result, jsonable, new_figure, save_fig
 from .scale_state import nan_for_null
 
 SUDDEN_SHARE = 0.25      # a step that moves a measure by this share of its threshold caused the collapse alone
+MIN_CI_N = 10            # plot_mass draws no interval for fewer facts (one fact's Wilson interval spans ~21-100)
+LOG_SPAN = 20            # a run's x axis is logarithmic when its facts edited span at least this factor
+TITLE_WIDTH = 130        # characters per line of a figure's title (wrapped, never cut)
 
 
 @dataclass(repr=False)
@@ -167,16 +171,36 @@ class ScaleResult(Result):
         axes[1, 1].set(ylabel="n-gram entropy", title="generation entropy")
         c = self.collapse
         for ax in axes.flat:
-            ax.set_xlabel("facts edited")
             if c:
                 ax.axvline(c["n_edited"], color="k", lw=0.8, ls="--")
-            if len(n) and n.max() >= 50:
-                ax.set_xscale("symlog", linthresh=10)
+            _facts_axis(ax, n)
         for ax in axes[0]:
             ax.legend(fontsize=7)
-        fig.suptitle(self.summary()[:150], fontsize=8)
-        fig.tight_layout()
+        _wrapped_title(fig, self.summary())
         return save_fig(fig, out)
+
+
+def _facts_axis(ax, n) -> None:
+    """The x axis "facts edited", starting where the data start: logarithmic from the first count when the
+    counts are all >= 1 and span at least :data:`LOG_SPAN` (the early steps stay visible, no negative ticks),
+    else linear from 0. Tick labels are plain numbers (1, 10, 100)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    ax.set_xlabel("facts edited")
+    n = [float(v) for v in n if math.isfinite(float(v))]
+    if n and min(n) >= 1 and max(n) >= LOG_SPAN * min(n):
+        ax.set_xscale("log")
+        ax.set_xlim(min(n) / 1.15, max(n) * 1.15)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    else:
+        ax.set_xlim(0, max(n + [1]) * 1.05)
+
+
+def _wrapped_title(fig, text: str, fontsize: float = 8) -> None:
+    """``text`` as the figure's title, wrapped to lines of :data:`TITLE_WIDTH` characters (never cut); the figure's
+    constrained layout (:func:`new_figure`) places the subplots below it, so that no character leaves the canvas."""
+    fig.suptitle("\n".join(textwrap.wrap(text, TITLE_WIDTH, break_on_hyphens=False)), fontsize=fontsize)
 
 
 def mass_table(results: Sequence[ScaleResult]):
@@ -200,21 +224,29 @@ def mass_table(results: Sequence[ScaleResult]):
 def plot_mass(results: Sequence[ScaleResult], *, out=None):
     """Efficacy, paraphrase and neighbourhood (success form solid, strict dashed) against facts edited, one
     colour per run."""
-    t = mass_table(results)
+    import pandas as pd
+
+    # a run of one step is one batch, whatever its size (a MEMIT batch of one fact is not "one by one")
+    t = pd.concat([mass_table([r]).assign(mode="one batch") if len(r.steps) == 1 else mass_table([r])
+                   for r in results], ignore_index=True)
     fig = new_figure(figsize=(12, 3.8))
     axes = fig.subplots(1, 3)
     for i, ((ed, mode), part) in enumerate(t.groupby(["editor", "mode"], sort=False)):
         label = f"{ed} ({mode})"
         part = part.sort_values("n_edited")
+        wide = part[part["n_edited"] >= MIN_CI_N]
         for ax, m in zip(axes, ("efficacy", "paraphrase", "neighborhood")):
-            y = part[f"{m}_score"]
+            ax.plot(part["n_edited"], part[f"{m}_score"], "o-", color=f"C{i}", label=label)
+            y = wide[f"{m}_score"]
             # clipped at 0: a Wilson bound at 100 can come out a rounding error below a mean of 100
-            err = [(y - part[f"{m}_score_ci_low"]).clip(lower=0), (part[f"{m}_score_ci_high"] - y).clip(lower=0)]
-            ax.errorbar(part["n_edited"], y, yerr=err, fmt="o-", color=f"C{i}", capsize=2, label=label)
+            err = [(y - wide[f"{m}_score_ci_low"]).clip(lower=0), (wide[f"{m}_score_ci_high"] - y).clip(lower=0)]
+            if len(wide):
+                ax.errorbar(wide["n_edited"], y, yerr=err, fmt="none", ecolor=f"C{i}", capsize=2)
             ax.plot(part["n_edited"], part[f"{m}_acc"], "x--", color=f"C{i}")
     for ax, m in zip(axes, ("efficacy", "paraphrase", "neighborhood")):
-        ax.set(xscale="log", xlabel="facts edited", ylabel="%", ylim=(-2, 102), title=f"{m} (solid: success, "
-               "dashed: strict)")
+        ax.set(xscale="log", xlabel="facts edited", ylabel="%", ylim=(-2, 102), title=m)
     axes[0].legend(fontsize=7)
-    fig.tight_layout()
+    _wrapped_title(fig, f"solid: success form, dashed: strict (top-1). 95% CI of the success form drawn from "
+                        f"{MIN_CI_N} facts on; fewer facts give intervals too wide to read (one fact: about 21-100)",
+                   fontsize=8)
     return save_fig(fig, out)

@@ -100,13 +100,24 @@ def _head_ablation(heads: list[int], mode: str, ref: torch.Tensor | None):
     return ablate
 
 
-def ablate_neurons(model, layer: int, neurons, mode: str = "zero", mean_over=None) -> list:
-    """Zero- or mean-ablate MLP neurons on ``mlp.hook_post`` (the vector multiplying the down projection)."""
+def ablate_neurons(model, layer: int, neurons, mode: str = "zero", mean_over=None, values=None) -> list:
+    """Zero- or mean-ablate MLP neurons on ``mlp.hook_post`` (the vector multiplying the down projection). A mean
+    is taken over ``mean_over`` (text/tokens), over the current input when None, or given as ``values`` (one
+    precomputed mean per neuron, e.g. a corpus scan's)."""
     _check_mode(mode)
     layer = model.check_layer(layer)
     idx = model.check_neurons(layer, neurons)
     name = f"blocks.{layer}.mlp.hook_post"
-    ref = _mean_of(model, name, mean_over)[idx] if (mode == "mean" and mean_over is not None) else None
+    if values is not None:
+        if mode != "mean" or mean_over is not None:
+            raise ValueError(f"values= are the means a mean ablation writes: use mode='mean' without mean_over "
+                             f"(got mode={mode!r}, mean_over={'given' if mean_over is not None else None})")
+        ref = torch.as_tensor(values, dtype=torch.float32).reshape(-1)
+        if ref.numel() != len(idx) or not bool(torch.isfinite(ref).all()):
+            raise ValueError(f"values: one finite number per ablated neuron needed ({len(idx)}), got "
+                             f"{ref.numel()} ({ref.tolist()[:4]}...)")
+    else:
+        ref = _mean_of(model, name, mean_over)[idx] if (mode == "mean" and mean_over is not None) else None
 
     def ablate(t, hook):
         out = t.clone()

@@ -442,25 +442,8 @@ class Model:
         ``mean`` sets each neuron to its mean over batch and positions of ``mean_over`` (text/tokens), or of the
         current input if ``mean_over`` is None; or, with ``values`` (one number per neuron, in the order given,
         e.g. a corpus scan's ``NeuronScan.mean_of(neurons)``), to those precomputed means."""
-        if values is None:
-            return self.hooks(interventions.ablate_neurons(self, layer, neurons, mode, mean_over),
-                              description=f"ablate neurons L{layer} {mode}")
-        if mode != "mean" or mean_over is not None:
-            raise ValueError(f"values= are the means a mean ablation writes: use mode='mean' without mean_over "
-                             f"(got mode={mode!r}, mean_over={'given' if mean_over is not None else None})")
-        layer = self.check_layer(layer)
-        idx = self.check_neurons(layer, neurons)
-        v = torch.as_tensor(values, dtype=torch.float32).reshape(-1)
-        if v.numel() != len(idx) or not bool(torch.isfinite(v).all()):
-            raise ValueError(f"values: one finite number per ablated neuron needed ({len(idx)}), got "
-                             f"{v.numel()} ({v.tolist()[:4]}...)")
-
-        def ablate(t, hook):
-            out = t.clone()
-            out[..., idx] = v.to(t.device, t.dtype)
-            return out
-
-        return self.hooks([(f"blocks.{layer}.mlp.hook_post", ablate)], description=f"ablate neurons L{layer} values")
+        return self.hooks(interventions.ablate_neurons(self, layer, neurons, mode, mean_over, values),
+                          description=f"ablate neurons L{layer} {mode}{' values' if values is not None else ''}")
 
     # ------------------------------------------------------------------------------------------ weights for editing
     def _params_root(self) -> torch.nn.Module:

@@ -237,7 +237,7 @@ def run_with_cache(model, inp, names=None) -> tuple[torch.Tensor, Cache]:
     return logits.detach().to("cpu", torch.float32), Cache(store, model, tokens=toks, lengths=lengths)
 
 
-def _graph_roots(model) -> list[tuple[str, Callable]]:
+def graph_roots(model) -> list[tuple[str, Callable]]:
     """Hooks that make the embeddings require grad, so the forward builds a graph even for frozen weights."""
     def root(t, hook):
         return t if t.requires_grad else t.detach().requires_grad_(True)
@@ -256,7 +256,7 @@ def activation_grads(model, inp, names, metric: Callable[[torch.Tensor, Cache], 
     wanted = _wanted(model, names)
     info = Cache({}, model, tokens=toks, lengths=lengths)
     store, logits = capture(model, toks.to(model.device), wanted, keep=lambda name, t: t, grad=True,
-                            hooks=_graph_roots(model), description="activation_grads")
+                            hooks=graph_roots(model), description="activation_grads")
     with torch.enable_grad():
         values = metric(logits, info)
         values = check_metric_output(values, toks.shape[0])

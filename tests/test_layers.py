@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "interp"
-LAYER = {"core": 0, "analyses": 1, "patching": 1, "induction": 1, "editing": 2, "rome": 2, "cli": 3, "dist": 3}
+LAYER = {"core": 0, "analyses": 1, "patching": 1, "induction": 1, "features": 1, "editing": 2, "rome": 2, "cli": 3, "dist": 3}
 
 
 def _modules() -> dict[str, Path]:
@@ -203,7 +203,8 @@ def test_the_editing_face_stays_small():
 
     assert len(interp.rome.__all__) <= 25 and len(interp.memit.__all__) <= 10
     assert len(interp.patching.__all__) <= 15 and len(interp.induction.__all__) <= 10
-    for face in (interp.rome, interp.memit, interp.patching, interp.induction):
+    assert len(interp.features.__all__) <= 15
+    for face in (interp.rome, interp.memit, interp.patching, interp.induction, interp.features):
         assert all(hasattr(face, n) for n in face.__all__)
 
 

@@ -66,7 +66,7 @@ def test_readme_quickstart_runs_and_reverts_its_edit(tmp_path):
 # Every name a notebook uses is public and listed in the README's API table.
 
 NOTEBOOKS = sorted((README.parent / "notebooks").glob("*.ipynb"))
-PUBLIC_MODULES = ("interp", "interp.rome", "interp.memit", "interp.patching", "interp.induction")
+PUBLIC_MODULES = ("interp", "interp.rome", "interp.memit", "interp.patching", "interp.induction", "interp.features")
 MODEL_NAMES = ("model", "m", "exact", "toy")        # the notebooks' variables that hold an interp.Model
 
 

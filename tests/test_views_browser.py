@@ -171,6 +171,45 @@ def test_neuron_view_hover_shows_the_activation(tiny_llama, opened, tmp_path):
     v.check(tmp_path / "neurons.png")
 
 
+def test_feature_views_hover_and_click_show_the_numbers(tiny_llama, opened, tmp_path):
+    from dataclasses import replace
+
+    from interp.analyses.features import Dictionary, Site
+    from interp.analyses.features.dictionary import model_info
+
+    m = tiny_llama
+    d = Dictionary(64, 64, 96, k=6, skip=True, site=Site.transcoder(m, 0), model=model_info(m))
+    d.init_(3, 1.5, 0.7)
+    docs = ["The cat sat on the mat.", "Paris is the capital of France.", "Numbers 1 2 3 4 5"]
+    st = interp.features.scan(m, d, 0, docs=docs, n_tokens=10_000, k=3)
+    f = int(st.fires.argmax())
+    card = interp.features.card(m, d, 0, f, docs=docs, scan_state=st)
+    v = opened(card.save_html(tmp_path / "card.html"))
+    top = card.strips[0]
+    v.page.hover(f'#feature-card .ctx .tok[data-pos="{top["pos"]}"] >> nth=0')
+    text = v.page.inner_text("#feature-readout")
+    assert f"doc {top['doc']} token {top['pos']}" in text
+    # the value under the scan's top token is the scan's own number, computed again from a fresh forward
+    assert number_after("activation", text) == pytest.approx(float(st.topk.values[f, 0]), rel=2e-3, abs=1e-5)
+    v.page.hover('#feature-hist rect[data-index="0"]')
+    assert "tokens" in v.page.inner_text("#hist-readout")
+    v.check(tmp_path / "card.png")
+
+    text = f"The Tower {EVIL}"
+    fa = interp.features.encode(m, d, text, top=3)
+    v = opened(fa.save_html(tmp_path / "tokens.html"))
+    v.page.click('#feature-tokens .tok[data-index="2"]')
+    row = v.page.inner_text('#feature-list tr[data-dictionary="L0"]')
+    best = fa.active(0, 2)[0]
+    assert f"{best[0]} (" in row
+    v.page.hover('#feature-tokens .tok[data-index="2"]')
+    assert number_after("activation", v.page.inner_text("#feature-tokens-readout")) == pytest.approx(best[1], rel=2e-3)
+    v.check(tmp_path / "tokens.png")
+    evil = opened(replace(fa, tokens=[EVIL] * len(fa.tokens)).save_html(tmp_path / "evil_tokens.html"))
+    evil.check()
+    assert evil.page.evaluate("window.__pwned") is None and evil.page.locator("img").count() == 0
+
+
 def test_trace_and_patching_views_hover_values(tiny_llama, opened, tmp_path):
     from interp.analyses.patching import logit_diff
 

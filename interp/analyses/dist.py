@@ -52,7 +52,8 @@ from .head_scan import HeadStats, head_scan
 from .neurons import neurons
 from .topk import TopK
 
-__all__ = ["World", "init", "plan_token_budget", "run_heads", "run_neurons", "run_stats", "shard", "token_counts"]
+__all__ = ["World", "init", "plan_token_budget", "run_features", "run_heads", "run_neurons", "run_stats", "shard",
+           "token_counts"]
 
 
 # ============================================================================================== process group
@@ -195,4 +196,21 @@ def run_heads(model, *, n_docs: int = 200, layers=None, batch_size: int = 8, max
         merged.save(out)
     return {"job": "heads", "docs": merged.docs, "queries": merged.count, "world_size": world.size,
             "seconds": time.perf_counter() - t0, "scan_seconds": scan_seconds,
+            "path": str(out) if out and world.rank == 0 else None}
+
+
+def run_features(model, layers=None, *, world: World | None = None, out=None, progress: bool = False,
+                 **settings) -> dict:
+    """Transcoders for ``layers`` trained on every rank together (each rank runs ``rows / ranks`` rows of each
+    batch; gradients all-reduced), cached as one process would cache them; rank 0 also writes them to ``out``
+    (interp's folder layout)."""
+    from .features import train_transcoders
+
+    world = world or World()
+    t0 = time.perf_counter()
+    ds = train_transcoders(model, layers, world=world, progress=progress, **settings)
+    if world.rank == 0 and out:
+        ds.save(out)
+    return {"job": "features", "layers": ds.layers, "world_size": world.size, "steps": ds.settings.get("steps"),
+            "tokens": ds.settings.get("tokens_seen"), "seconds": time.perf_counter() - t0,
             "path": str(out) if out and world.rank == 0 else None}

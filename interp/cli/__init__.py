@@ -21,6 +21,7 @@ from . import (
     attribution,
     dist,
     edit,
+    features,
     induction,
     lens,
     neurons,
@@ -34,8 +35,8 @@ from .common import add_common, load_model, section
 __all__ = ["main", "build_parser", "add_common", "load_model", "section", "COMMAND_MODULES"]
 
 # The command groups, in the order their subcommands appear in --help.
-COMMAND_MODULES = [lens, tuned_lens, attribution, attention, neurons, induction, reproduce, trace, edit, dist,
-                   patch]
+COMMAND_MODULES = [lens, tuned_lens, attribution, attention, neurons, features, induction, reproduce, trace, edit,
+                   dist, patch]
 
 
 def _info(args) -> dict:

@@ -54,6 +54,17 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("heads", help="per-head attention statistics averaged over a corpus")
     q.add_argument("--n-docs", type=int, default=200)
     common(q)
+    q = sub.add_parser("features", help="sparse transcoders trained on every rank together (gradients all-reduced)")
+    q.add_argument("--layers", default=None, help="comma-separated layers (default: every layer)")
+    q.add_argument("--width", type=int, default=2304)
+    q.add_argument("--k", type=int, default=32)
+    q.add_argument("--tokens", type=int, default=2_000_000)
+    q.add_argument("--rows", type=int, default=4, help="rows of the global batch (a multiple of the ranks)")
+    q.add_argument("--ctx", type=int, default=256)
+    q.add_argument("--lr", type=float, default=None)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    common(q)
     return p
 
 
@@ -94,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
             res = dist.run_stats(model, args.layer, n_tokens=args.n_tokens or None, **common)
         elif args.job == "neurons":
             res = dist.run_neurons(model, args.layer, n_docs=args.n_docs, k=args.k, **common)
+        elif args.job == "features":
+            layers = [int(x) for x in args.layers.split(",")] if args.layers else None
+            res = dist.run_features(model, layers, world=world, out=args.out, progress=args.progress,
+                                    width=args.width, k=args.k, tokens=args.tokens, rows=args.rows, ctx=args.ctx,
+                                    lr=args.lr, seed=args.seed, cache=not args.no_cache)
         else:
             res = dist.run_heads(model, n_docs=args.n_docs, **common)
         if world.rank == 0:

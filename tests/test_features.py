@@ -197,10 +197,12 @@ def test_training_is_seeded_and_resumes_to_the_same_weights(tiny_llama, tmp_path
     for L in (0, 1):
         for k, v in whole[L].state_dict().items():
             assert torch.equal(v, resumed[L].state_dict()[k]), (L, k)
+            assert torch.equal(whole.start[L].state_dict()[k], resumed.start[L].state_dict()[k]), ("start", L, k)
     assert whole.settings["steps"] == resumed.settings["steps"] > 7
+    assert not torch.equal(whole.start[0].W_enc, whole[0].W_enc)  # the start is kept, not the end twice
     # cached: the same call loads instead of training; the decoder rows stay unit norm
     again = train_transcoders(m, [0, 1], callback=lambda i: pytest.fail("trained again"), **kw)
-    assert torch.equal(again[1].W_enc, whole[1].W_enc)
+    assert torch.equal(again[1].W_enc, whole[1].W_enc) and torch.equal(again.start[1].W_dec, whole.start[1].W_dec)
     torch.testing.assert_close(whole[0].W_dec.norm(dim=1), torch.ones(128), rtol=1e-5, atol=1e-5)
     assert m.attached_hook_count() == 0
 
@@ -345,3 +347,20 @@ def test_two_ranks_end_with_the_weights_of_one_process(embedded, tmp_path):
         for k, v in one[L].state_dict().items():
             diff = (ranks[L].state_dict()[k] - v).abs().max()
             assert diff <= 1e-5 + 1e-4 * v.abs().max(), (L, k, float(diff), float(v.abs().max()))
+
+
+def test_gemma_transcoders_read_and_write_where_gemma_scope_does(gemma):
+    """On Gemma 3 a transcoder reads the pre-feedforward norm's output and predicts the post-feedforward norm's
+    output (what the residual receives): the same points as Gemma Scope 2's hf_hook_point_in / _out."""
+    from interp.core.hooks import capture
+
+    site = Site.transcoder(gemma, 3)
+    blk, seen = gemma.hf_model.model.layers[3], {}
+    handles = [blk.pre_feedforward_layernorm.register_forward_hook(lambda m, i, o: seen.__setitem__("in", o)),
+               blk.post_feedforward_layernorm.register_forward_hook(lambda m, i, o: seen.__setitem__("out", o))]
+    try:
+        st, _ = capture(gemma, gemma.to_tokens("The Eiffel Tower is in Paris"), [site.read, site.write])
+    finally:
+        for h in handles:
+            h.remove()
+    assert torch.equal(st[site.read], seen["in"].detach()) and torch.equal(st[site.write], seen["out"].detach())

@@ -250,6 +250,7 @@ class DictionarySet:
 
     dictionaries: dict = field(default_factory=dict)  # site key (layer int, or hook name) -> Dictionary
     settings: dict = field(default_factory=dict)
+    start: "DictionarySet | None" = None  # the same dictionaries as training started (the "at init" baseline)
 
     def __getitem__(self, key):
         try:
@@ -270,6 +271,8 @@ class DictionarySet:
     def check(self, model) -> "DictionarySet":
         for d in self.dictionaries.values():
             d.check(model)
+        if self.start is not None:
+            self.start.check(model)
         return self
 
     def save(self, folder) -> Path:
@@ -277,6 +280,8 @@ class DictionarySet:
         folder.mkdir(parents=True, exist_ok=True)
         for key, d in self.dictionaries.items():
             d.save(folder / _file_stem(key))
+        if self.start is not None:
+            self.start.save(folder / "start")
         (folder / "settings.json").write_text(json.dumps(self.settings, indent=1, sort_keys=True, default=str))
         return folder
 
@@ -294,7 +299,8 @@ class DictionarySet:
         if not out:
             raise FileNotFoundError(f"no interp dictionaries (*.safetensors + *.json) in {folder}")
         settings = json.loads((folder / "settings.json").read_text()) if (folder / "settings.json").exists() else {}
-        return cls(dict(sorted(out.items(), key=lambda kv: str(kv[0]).zfill(4))), settings)
+        start = cls.load(folder / "start") if (folder / "start").is_dir() else None
+        return cls(dict(sorted(out.items(), key=lambda kv: str(kv[0]).zfill(4))), settings, start)
 
 
 def _file_stem(key) -> str:

@@ -2,7 +2,7 @@
 and Gemma Scope 2. Only safetensors and JSON are read (never a pickle); every layout is written by the tests and
 read back, and a round trip leaves the dictionary's outputs unchanged.
 
-Orientation and scale, as each library computes (see studies/features_sparsify/README.md for the sources):
+Orientation and scale, as each library computes (sources in studies/features_sparsify/layouts.md):
 
 - sparsify (one folder per hookpoint, ``cfg.json`` + ``sae.safetensors``): ``encoder.weight`` [W, d_in],
   ``encoder.bias``, ``W_dec`` [W, d], ``b_dec``, ``W_skip`` [d, d] applied as ``x @ W_skip.T``; TopK after ReLU;

@@ -9,7 +9,9 @@ when every layer's MLP is replaced at once, and the CE then.
 Baselines, at the same sites and the same positions:
 - ``neurons``: the real MLP keeping only its k largest hidden activations (by |activation|, k = the dictionary's
   L0) per token, the rest zeroed; computed exactly (the MLP's own down projection and post-norm run on it);
-- ``init``: the same dictionary at its initialisation (same seed, scales and decoder bias), before any training.
+- ``init``: the same dictionary as training started (the trainer keeps that state: the least-squares skip and
+  the data start, before any gradient step); a dictionary without it (a published one) gets a seeded random
+  start with its own scales and decoder bias.
 
 The mean that replaces an MLP's write in the ablation is its mean over every evaluated token (pass 1), not over
 the CE batch. Replacement happens at counted positions only (:func:`.data.counted`): position 0 and BOS keep the real MLP, as
@@ -129,7 +131,10 @@ def evaluate_transcoders(model, dictionaries: DictionarySet, *, tokens: int = 20
     dicts = {L: dictionaries[L].eval() for L in layers}
     if any(d.kind != "transcoder" for d in dicts.values()):
         raise ValueError("evaluate_transcoders takes transcoders (an SAE has no quality table here yet)")
-    twins = {L: _init_twin(d) for L, d in dicts.items()} if baselines else {}
+    # the "init" baseline: the dictionaries as training started (kept by the trainer), else a seeded random start
+    start = dictionaries.start
+    twins = {L: (start[L].eval() if start is not None and L in start.dictionaries else _init_twin(d))
+             for L, d in dicts.items()} if baselines else {}
     sums = {(L, v): _Sums(model.d_model) for L in layers for v in ("tc", "neurons", "init")}
     fired = {L: torch.zeros(dicts[L].width, dtype=torch.bool) for L in layers}
     l0 = {L: 0.0 for L in layers}

@@ -50,7 +50,7 @@ INITS = ("data", "random")
 class TrainSettings:
     """What a training run is; every field enters the cache key. ``tokens``: counted training positions (a prefix
     of the shuffled train split; at most one epoch). ``rows`` x ``ctx``: one batch. ``lr``: Adam's step
-    (None: 2e-4 · sqrt(16384 / width), sparsify's scaling). ``fit_batches``: the first batches only feed a ridge
+    (None: 2e-4 · sqrt(16384 / width), sparsify's scaling, which barely moves the latents within this budget). ``fit_batches``: the first batches only feed a ridge
     least-squares fit of the target on the input, which starts the skip matrix and decoder bias (the dictionary then
     learns what a linear map misses); they count toward ``tokens`` and are not trained on again (at most a quarter
     of the run's batches are used so). 0: zero skip, the first batch's mean as decoder bias. ``init``: "data" starts
@@ -58,13 +58,13 @@ class TrainSettings:
     encoder column: its centred input, unit norm), "random": unit-norm random decoder rows, encoder = their
     transpose."""
 
-    width: int = 2304
-    k: int = 32
+    width: int = 2304  # width, k and lr: chosen on dev text, studies/features_sweep
+    k: int = 16
     skip: bool = True
     tokens: int = 2_000_000
     rows: int = 4
     ctx: int = 256
-    lr: float | None = None
+    lr: float | None = 2e-3
     aux_k: int | None = None  # None: d_in // 2
     aux_coef: float = 1 / 32
     dead_tokens: int = 100_000
@@ -212,7 +212,6 @@ def _train(model, sites: dict, settings: TrainSettings, cache, retrain, progress
             emit(f"cached dictionaries in {folder} unreadable ({e}); training again", progress)
     if retrain and folder.exists() and writer:
         shutil.rmtree(folder)
-    n_steps = settings.tokens // (settings.rows * (settings.ctx - 1))  # counted tokens per batch at most
     emit(f"training {len(sites)} {next(iter(sites.values())).kind}(s) of width {settings.width}, k={settings.k} on "
          f"{settings.tokens:,} tokens: about {estimate_seconds(model, sites, settings) / 60:.0f} min on this "
          f"machine (cache: {folder if cache else 'off'})", progress)
@@ -228,7 +227,7 @@ def _train(model, sites: dict, settings: TrainSettings, cache, retrain, progress
                               sources=settings.sources, start_batch=run.batch):
             if run.seen >= settings.tokens:
                 break
-            info = run.step_on(tokens, n_steps)
+            info = run.step_on(tokens)
             pbar.update(info["tokens"])
             rate = (run.seen - seen0) / max(time.perf_counter() - t0, 1e-9)
             pbar.set_postfix(tok_s=f"{rate:.0f}", fvu=f"{info['fvu']:.3f}", refresh=False)
@@ -270,10 +269,12 @@ class _Run:
         self.step, self.batch, self.seen, self.started = 0, 0, 0, False
         self.fit: dict = {}  # site -> [A = Σ x1ᵀx1, B = Σ x1ᵀy] while the first batches are being fitted
         self.sample: dict = {}  # site -> sampled [z, y] rows for the data start
+        self.start: dict = {}  # site -> state dict as the first Adam step found it
+        self.fit_seen = 0  # tokens used by the least-squares start
         self.names = list(dict.fromkeys(n for s in sites.values() for n in (s.read, s.write)))
 
     # ------------------------------------------------------------------------------------------ one step
-    def step_on(self, tokens: torch.Tensor, n_steps: int) -> dict:
+    def step_on(self, tokens: torch.Tensor) -> dict:
         """One Adam step on the global batch ``tokens`` [rows, ctx]; on several ranks each runs its contiguous share
         of the rows, and every sum the loss needs (counts, target moments, error norms, fired latents, gradients)
         is all-reduced, so the step is the one-process step up to summation order."""
@@ -294,13 +295,18 @@ class _Run:
             self._start(store)
         if self.fitting:
             return self._fit_batch(store, full, share)
+        if not self.start:  # the state training starts from: the "at initialisation" baseline of the quality table
+            self.fit_seen = self.seen
+            self.start = {k: {n: t.detach().clone() for n, t in d.state_dict().items()} for k, d in self.dicts.items()}
         # per site: [n, Σ|y|², Σy (d_out)] of the normalised targets, summed over ranks in one collective
         moments = {k: self._moments(store[self.sites[k].write] / d.out_scale) for k, d in self.dicts.items()}
         flat_m = all_reduce_sum(torch.cat(list(moments.values())), w)
         sizes = [m.numel() for m in moments.values()]
         moments = dict(zip(moments, flat_m.split(sizes)))
         n = int(next(iter(moments.values()))[0])
-        lr = self.s.learning_rate * _schedule(self.step, n_steps - self.fit_n)
+        # the schedule follows the share of the training tokens seen (the number of steps depends on how many BOS
+        # tokens the rows happen to hold)
+        lr = self.s.learning_rate * _schedule((self.seen - self.fit_seen) / max(1, self.s.tokens - self.fit_seen))
         for g in self.opt.param_groups:
             g["lr"] = lr
         self.opt.zero_grad(set_to_none=True)
@@ -458,12 +464,14 @@ class _Run:
             for name, t in d.state_dict().items():
                 tensors[f"dict.{key}.{name}"] = t
             tensors[f"idle.{key}"] = self.idle[key]
+            for name, t in self.start.get(key, {}).items():
+                tensors[f"start.{key}.{name}"] = t
         for i, p in enumerate(self.params):
             st = self.opt.state.get(p, {})
             for name in ("exp_avg", "exp_avg_sq", "step"):
                 if name in st:
                     tensors[f"adam.{i}.{name}"] = st[name].reshape(-1) if name == "step" else st[name]
-        meta = {"step": self.step, "batch": self.batch, "seen": self.seen, "started": self.started, "settings": asdict(self.s),
+        meta = {"step": self.step, "batch": self.batch, "seen": self.seen, "fit_seen": self.fit_seen, "started": self.started, "settings": asdict(self.s),
                 "model": model_info(self.model), "keys": [str(k) for k in self.dicts]}
         return {"tensors": tensors, "meta": meta}
 
@@ -474,31 +482,37 @@ class _Run:
         for key, d in self.dicts.items():
             d.load_state_dict({name: t[f"dict.{key}.{name}"] for name in d.state_dict()})
             self.idle[key] = t[f"idle.{key}"].clone()
+            if f"start.{key}.W_enc" in t:
+                self.start[key] = {name: t[f"start.{key}.{name}"].clone() for name in d.state_dict()}
         for i, p in enumerate(self.params):
             if f"adam.{i}.exp_avg" in t:
                 self.opt.state[p] = {"step": t[f"adam.{i}.step"].reshape(()).clone(),
                                      "exp_avg": t[f"adam.{i}.exp_avg"].clone(),
                                      "exp_avg_sq": t[f"adam.{i}.exp_avg_sq"].clone()}
-        self.step, self.batch, self.seen = meta["step"], meta["batch"], meta["seen"]
+        self.step, self.batch, self.seen, self.fit_seen = meta["step"], meta["batch"], meta["seen"], meta["fit_seen"]
         self.started = meta["started"]
 
     def result(self, key: str) -> DictionarySet:
         settings = {**asdict(self.s), "key": key, "steps": self.step, "tokens_seen": self.seen,
                     "learning_rate": self.s.learning_rate, "model": model_info(self.model)}
-        for i, d in enumerate(self.dicts.values()):
+        start = {}
+        for i, (key, d) in enumerate(self.dicts.items()):
             d.meta = {"trained": settings, "init_seed": self.s.seed * 1000 + i}
             d.eval()
-        return DictionarySet(dict(self.dicts), settings)
+            if key in self.start:
+                twin = Dictionary(d.d_in, d.d_out, d.width, k=d.k, activation=d.activation, skip=d.skip,
+                                  site=d.site, model=d.model, meta={"start_of": settings["key"]})
+                twin.load_state_dict(self.start[key])
+                start[key] = twin.eval()
+        return DictionarySet(dict(self.dicts), settings, DictionarySet(start, settings) if start else None)
 
 
-def _schedule(step: int, n_steps: int) -> float:
-    warm = max(1, n_steps // 20)
-    if step < warm:
-        return (step + 1) / warm
-    decay_from = int(n_steps * 0.8)
-    if step >= decay_from:
-        return max(0.0, (n_steps - step) / max(1, n_steps - decay_from))
-    return 1.0
+def _schedule(p: float) -> float:
+    """Learning-rate factor at the share ``p`` of the training tokens seen: linear warm-up over the first 5%,
+    constant, linear decay to 0 over the last 20%."""
+    if p < 0.05:
+        return max(p, 0.002) / 0.05
+    return min(1.0, max(0.0, (1.0 - p) / 0.2))
 
 
 @torch.no_grad()

@@ -347,6 +347,8 @@ def test_two_ranks_end_with_the_weights_of_one_process(embedded, tmp_path):
         for k, v in one[L].state_dict().items():
             diff = (ranks[L].state_dict()[k] - v).abs().max()
             assert diff <= 1e-5 + 1e-4 * v.abs().max(), (L, k, float(diff), float(v.abs().max()))
+        for k, v in one.start[L].state_dict().items():
+            assert (ranks.start[L].state_dict()[k] - v).abs().max() <= 1e-6 * (1 + v.abs().max()), ("start", L, k)
 
 
 def test_gemma_transcoders_read_and_write_where_gemma_scope_does(gemma):

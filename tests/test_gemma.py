@@ -135,7 +135,7 @@ def test_every_model_command_takes_model_option():
     from interp.cli.common import load_model
 
     parser = cli.build_parser()
-    for name, sub in parser._subparsers._group_actions[0].choices.items():
+    for name, sub in cli.commands(parser):
         if name != "reproduce-induction":  # trains a toy model from scratch: no model to name
             assert any("--model" in a.option_strings for a in sub._actions), name
     args = parser.parse_args(["induction", "smollm2-135m", "--model", "gemma3-270m"])

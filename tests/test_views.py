@@ -283,8 +283,7 @@ def test_show_outside_a_notebook_writes_a_file(tiny_llama, capsys):
 def test_every_analysis_command_takes_html():
     from interp import cli
 
-    parser = cli.build_parser()
-    for name, sub in parser._subparsers._group_actions[0].choices.items():
+    for name, sub in cli.commands():
         if name in ("info", "run", "stats", "train-lens"):  # facts, or a cache being built: no result to view
             continue
         assert any("--html" in a.option_strings for a in sub._actions), name

@@ -32,7 +32,7 @@ from . import (
 )
 from .common import add_common, load_model, section
 
-__all__ = ["main", "build_parser", "add_common", "load_model", "section", "COMMAND_MODULES"]
+__all__ = ["main", "build_parser", "commands", "add_common", "load_model", "section", "COMMAND_MODULES"]
 
 # The command groups, in the order their subcommands appear in --help.
 COMMAND_MODULES = [lens, tuned_lens, attribution, attention, neurons, features, induction, reproduce, trace, edit,
@@ -60,6 +60,20 @@ def _run(args) -> dict:
              "logit": float(logits[t])} for i, (p, t) in enumerate(zip(top.values, top.indices))]
     text = "\n".join(f"{r['rank']:>2}. {r['token']!r:<16} p={r['prob']:.4f}  logit={r['logit']:.3f}" for r in rows)
     return {"text": args.text, "top": rows, "_text": f"next tokens after {args.text!r}:\n{text}"}
+
+
+def commands(parser: argparse.ArgumentParser | None = None, prefix: str = ""):
+    """Every command that runs something, as ``(name, its parser)``: a group such as ``features`` is walked into
+    (``features train``, ``features show``, ...)."""
+    parser = parser or build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                full = f"{prefix} {name}".strip()
+                if any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
+                    yield from commands(sub, full)
+                else:
+                    yield full, sub
 
 
 def build_parser() -> argparse.ArgumentParser:

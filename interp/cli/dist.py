@@ -56,13 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     common(q)
     q = sub.add_parser("features", help="sparse transcoders trained on every rank together (gradients all-reduced)")
     q.add_argument("--layers", default=None, help="comma-separated layers (default: every layer)")
-    q.add_argument("--width", type=int, default=2304)
-    q.add_argument("--k", type=int, default=32)
-    q.add_argument("--tokens", type=int, default=2_000_000)
-    q.add_argument("--rows", type=int, default=4, help="rows of the global batch (a multiple of the ranks)")
-    q.add_argument("--ctx", type=int, default=256)
+    # None: TrainSettings' default (the one-process run's), so both ranks and one process train the same thing
+    q.add_argument("--width", type=int, default=None)
+    q.add_argument("--k", type=int, default=None)
+    q.add_argument("--tokens", type=int, default=None)
+    q.add_argument("--rows", type=int, default=None, help="rows of the global batch (a multiple of the ranks)")
+    q.add_argument("--ctx", type=int, default=None)
     q.add_argument("--lr", type=float, default=None)
-    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--seed", type=int, default=None)
     q.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     common(q)
     return p
@@ -107,9 +108,9 @@ def main(argv: list[str] | None = None) -> int:
             res = dist.run_neurons(model, args.layer, n_docs=args.n_docs, k=args.k, **common)
         elif args.job == "features":
             layers = [int(x) for x in args.layers.split(",")] if args.layers else None
+            given = {k: getattr(args, k) for k in ("width", "k", "tokens", "rows", "ctx", "lr", "seed")}
             res = dist.run_features(model, layers, world=world, out=args.out, progress=args.progress,
-                                    width=args.width, k=args.k, tokens=args.tokens, rows=args.rows, ctx=args.ctx,
-                                    lr=args.lr, seed=args.seed, cache=not args.no_cache)
+                                    cache=not args.no_cache, **{k: v for k, v in given.items() if v is not None})
         else:
             res = dist.run_heads(model, n_docs=args.n_docs, **common)
         if world.rank == 0:

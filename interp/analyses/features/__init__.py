@@ -5,7 +5,7 @@ dictionary (``Dictionary``: one dictionary's computation, checks and file format
 trainer, cached, resumable, on several ranks) · quality (``evaluate_transcoders``: held-out FVU, CE-loss score,
 dead latents, every layer replaced, beside neuron and initialisation baselines) · use (encode, interventions,
 splicing, features in a cache, decoder vocabulary) · card (the mergeable corpus scan and a feature's card) ·
-formats (sparsify, SAELens and Gemma Scope 2 layouts) · view (the interactive card and per-token views).
+formats (sparsify, SAELens and Gemma Scope 2 layouts) · features_view (the interactive card and per-token views).
 
 Sites. A transcoder reads the MLP's input after its pre-norm (``blocks.L.mlp.hook_in``) and predicts the MLP's
 write as the residual receives it (``blocks.L.hook_mlp_out``). On Gemma 3 that write is *after* the

@@ -19,7 +19,7 @@ from ...core.texts import render, text_documents
 from ..accumulate import Accumulator, scan
 from ..topk import TopK
 from .dictionary import Dictionary
-from .use import _set, promoted_tokens
+from .use import as_set, promoted_tokens
 
 BINS = torch.logspace(-3, 3, 37)  # activation histogram edges (log-spaced; below 1e-3 is the first bin)
 
@@ -91,7 +91,7 @@ def scan_features(model, dictionaries, key, features=None, *, docs=None, split: 
                   n_tokens: int = 100_000, k: int = 20, max_len: int = 256, progress: bool = False) -> FeatureScan:
     """Stream ``docs`` (default: the ``split`` of the training text, rendered) through the model into a
     :class:`FeatureScan` of dictionary ``key`` (every feature unless ``features``), ``n_tokens`` counted tokens."""
-    ds = _set(dictionaries).check(model)
+    ds = as_set(dictionaries).check(model)
     d = ds[key]
     docs = [render(model, x) for x in text_documents(split, seed=None)] if docs is None else list(docs)
     acc = FeatureScan.empty(d, features, k)
@@ -116,8 +116,13 @@ class FeatureCard(Result):
     def to_frame(self):
         return self.contexts
 
+    @property
+    def bins(self) -> list:
+        """The histogram's bin edges (:data:`BINS`)."""
+        return BINS.tolist()
+
     def view(self):
-        from .view import card_view
+        from .features_view import card_view
 
         return card_view(self)
 
@@ -164,7 +169,7 @@ def feature_card(model, dictionaries, key, feature: int, *, docs=None, split: st
     """The card of ``feature`` of dictionary ``key`` (a scan is run unless ``scan_state`` already tracks it)."""
     from ..neurons import NeuronScan
 
-    ds = _set(dictionaries).check(model)
+    ds = as_set(dictionaries).check(model)
     d = ds[key]
     docs = [render(model, x) for x in text_documents(split, seed=None)] if docs is None else list(docs)
     st = scan_state

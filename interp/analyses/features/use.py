@@ -24,7 +24,8 @@ from .dictionary import Dictionary, DictionarySet
 MODES = ("ablate", "clamp", "steer")
 
 
-def _set(dictionaries) -> DictionarySet:
+def as_set(dictionaries) -> DictionarySet:
+    """A Dictionary or a DictionarySet, as a DictionarySet."""
     if isinstance(dictionaries, Dictionary):
         d = dictionaries
         return DictionarySet({d.site.layer if d.kind == "transcoder" else d.site.read: d})
@@ -69,7 +70,7 @@ class FeatureActivations(Result):
         return {**super().to_json(), "tokens": self.tokens, "text": self.text}
 
     def view(self):
-        from .view import tokens_view
+        from .features_view import tokens_view
 
         return tokens_view(self)
 
@@ -90,7 +91,7 @@ class FeatureActivations(Result):
 
 def encode(model, dictionaries, text, *, top: int = 8) -> FeatureActivations:
     """The active features of every dictionary at every token of ``text`` (one forward, the real model's)."""
-    ds = _set(dictionaries).check(model)
+    ds = as_set(dictionaries).check(model)
     toks = model.to_tokens(text)
     names = list(dict.fromkeys(d.site.read for _, d in ds))
     store, _ = capture(model, toks.to(model.device), names, stop=True, description="encode features")
@@ -103,10 +104,12 @@ def run_with_features(model, dictionaries, text, names=None):
     """``(logits, cache)`` of :meth:`Model.run_with_cache` (``names`` as there), with each dictionary's input kept
     and its feature activations added under ``features.<layer or hook>`` ([batch, pos, width]); the model runs
     unchanged."""
-    from ...core.cache import Cache, _wanted
+    from ...core.cache import Cache, act_name, default_names
 
-    ds = _set(dictionaries).check(model)
-    wanted = list(dict.fromkeys(_wanted(model, names) + [d.site.read for _, d in ds]))
+    ds = as_set(dictionaries).check(model)
+    given = default_names(model) if names is None else [act_name(n) for n in ([names] if isinstance(names, str)
+                                                                                else names)]
+    wanted = list(dict.fromkeys(given + [d.site.read for _, d in ds]))
     logits, cache = model.run_with_cache(text, wanted)
     acts = dict(cache)
     with torch.no_grad():
@@ -140,7 +143,7 @@ def _check_edit(ds: DictionarySet, e) -> FeatureEdit:
 
 def feature_hooks(model, dictionaries, edits) -> list:
     """``[(hook name, fn)]`` that apply ``edits`` (FeatureEdit or ``(key, feature, mode, value, positions)``)."""
-    ds = _set(dictionaries).check(model)
+    ds = as_set(dictionaries).check(model)
     edits = [_check_edit(ds, e) for e in edits]
     hooks = []
     for key in dict.fromkeys(e.key for e in edits):
@@ -182,7 +185,7 @@ def splice_hooks(model, dictionaries, *, positions=None) -> list:
     """``[(hook name, fn)]`` replacing each dictionary's site with its reconstruction (the error dropped): an MLP's
     write becomes its transcoder's output of the MLP's actual input. ``positions``: a [batch, pos] bool mask of
     where to replace (None: everywhere)."""
-    ds = _set(dictionaries).check(model)
+    ds = as_set(dictionaries).check(model)
     hooks = []
     for _, d in ds:
         seen = {}

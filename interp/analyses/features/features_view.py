@@ -7,13 +7,11 @@ from pathlib import Path
 
 from ...core.views import View, rounded
 
-SCRIPT = Path(__file__).with_name("view.js")  # draws the view kinds "feature_card", "feature_tokens"
+SCRIPT = Path(__file__).with_name("features_view.js")  # draws the view kinds "feature_card", "feature_tokens"
 
 
 def card_view(card) -> View:
-    from .card import BINS
-
-    edges = [0.0] + BINS.tolist()
+    edges = [0.0] + list(card.bins)
     labels = [f"< {edges[1]:.0e}"] + [f"{a:.0e}-{b:.0e}" for a, b in zip(edges[1:-1], edges[2:])] + [f"> {edges[-1]:.0e}"]
     site = f"layer {card.key}" if isinstance(card.key, int) else str(card.key)
     data = {"title": f"feature {card.feature} at {site}", "summary": card.summary(), "feature": card.feature,

@@ -86,7 +86,7 @@
       strip.setAttribute("data-dictionary", d.keys[j]);
     }
     function list(i) {
-      table.innerHTML = "";
+      while (table.firstChild) table.removeChild(table.firstChild);
       var head = V.add(table, V.el("tr"));
       ["dictionary", "features at token " + i + " " + V.quote(d.tokens[i])].forEach(function (h) { V.add(head, V.el("th", "", h)); });
       d.keys.forEach(function (k, j) {

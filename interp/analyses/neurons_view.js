@@ -53,15 +53,7 @@
       var vmax = 1e-12;
       nr.contexts.forEach(function (c) { c.acts.forEach(function (v) { if (v !== null) vmax = Math.max(vmax, Math.abs(v)); }); });
       nr.contexts.forEach(function (c, ci) {
-        var box = V.add(left, V.el("div", "ctx"));
-        box.appendChild(V.el("div", "title", "#" + (ci + 1) + "  " + V.fmt(c.value) + "  \u00b7  " + c.title + ", token " + c.pos));
-        var strip = V.add(box, V.tokenStrip(c.tokens, { positions: c.positions }));
-        strip.setAttribute("data-context", ci);
-        var chips = strip.querySelectorAll(".tok");
-        c.acts.forEach(function (v, i) {
-          if (v !== null) paint(chips[i], v, vmax);
-          if (c.positions[i] === c.pos) chips[i].classList.add("mark");
-        });
+        var strip = V.contextBox(left, c, ci, c.title, function (chip, v) { paint(chip, v, vmax); });
         hoverStrip(strip, readout, function (i) {
           var v = c.acts[i];
           return ["doc " + c.doc + " token " + c.positions[i] + " " + V.quote(c.tokens[i]), "activation " + (v === null ? "n/a" : V.fmt(v))];

@@ -31,17 +31,10 @@
     var vmax = 1e-12;
     d.contexts.forEach(function (c) { c.acts.forEach(function (v) { vmax = Math.max(vmax, Math.abs(v)); }); });
     d.contexts.forEach(function (c, ci) {
-      var box = V.add(left, V.el("div", "ctx"));
-      box.appendChild(V.el("div", "title", "#" + (ci + 1) + "  " + V.fmt(c.value) + "  \u00b7  doc " + c.doc + ", token " + c.pos));
-      var strip = V.add(box, V.tokenStrip(c.tokens, { positions: c.positions }));
-      strip.setAttribute("data-context", ci);
-      var chips = strip.querySelectorAll(".tok");
-      c.acts.forEach(function (v, i) {
-        var t = v / vmax;
-        chips[i].style.background = V.color("Oranges", t);
-        chips[i].style.color = V.ink("Oranges", t);
-        chips[i].setAttribute("data-value", String(v));
-        if (c.positions[i] === c.pos) chips[i].classList.add("mark");
+      var strip = V.contextBox(left, c, ci, "doc " + c.doc, function (chip, v) {
+        chip.style.background = V.color("Oranges", v / vmax);
+        chip.style.color = V.ink("Oranges", v / vmax);
+        chip.setAttribute("data-value", String(v));
       });
       strip.addEventListener("mouseover", function (evt) {
         var chip = evt.target.closest ? evt.target.closest(".tok") : null;

@@ -316,6 +316,20 @@
     });
     return strip;
   };
+  // One top-k context of a corpus scan (c: value, pos, positions, tokens, acts): a titled box with its token strip,
+  // each chip painted by paint(chip, value) (null values left blank) and the context's own token marked.
+  V.contextBox = function (parent, c, ci, where, paint) {
+    var box = V.add(parent, V.el("div", "ctx"));
+    box.appendChild(V.el("div", "title", "#" + (ci + 1) + "  " + V.fmt(c.value) + "  \u00b7  " + where + ", token " + c.pos));
+    var strip = V.add(box, V.tokenStrip(c.tokens, { positions: c.positions }));
+    strip.setAttribute("data-context", ci);
+    var chips = strip.querySelectorAll(".tok");
+    c.acts.forEach(function (v, i) {
+      if (v !== null) paint(chips[i], v);
+      if (c.positions[i] === c.pos) chips[i].classList.add("mark");
+    });
+    return strip;
+  };
   // Colour the chips of a strip by values (NaN: greyed), writing each value under its token.
   V.paintStrip = function (strip, values, cmap, vmax, fmt) {
     var chips = strip.querySelectorAll(".tok");

@@ -29,7 +29,6 @@ given: it has no stop-at-layer); --full-model keeps all 30 layers (plain sparsif
 """
 import argparse
 import json
-import os
 import resource
 import sys
 import time

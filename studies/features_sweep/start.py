@@ -6,7 +6,7 @@
 
 (results: start_results.txt; the line without init was run before init existed, i.e. with a random start)
 """
-import torch, interp, json, time, sys
+import torch, interp, time, sys
 from interp.analyses.features import train_transcoders
 from interp.analyses.features.quality import evaluate_transcoders
 torch.set_num_threads(1)

@@ -31,7 +31,8 @@ from ...core.progress import bar
 from ...core.resume import record_blocks, run_from
 from ...core.results import Result, jsonable, new_figure, save_fig
 from .data import batches, counted
-from .dictionary import Dictionary, DictionarySet
+from .dictionary import Dictionary, DictionarySet, Site
+from .use import replace_write
 
 
 @dataclass
@@ -154,10 +155,10 @@ def evaluate_transcoders(model, dictionaries: DictionarySet, *, tokens: int = 20
             for L in layers:
                 d = dicts[L]
                 x, y = acts[d.site.read], acts[d.site.write]
-                a = d.encode(x)
+                a = d.encode(x)                                    # [n, width], the encoder run once
                 fired[L] |= (a > 0).any(0)
                 l0[L] += float((a > 0).sum())
-                sums[(L, "tc")].add(y, d(x))
+                sums[(L, "tc")].add(y, d.decode(a, x))
                 if baselines:
                     sums[(L, "init")].add(y, twins[L](x))
                     sums[(L, "neurons")].add(y, _neuron_write(model, L, acts[f"blocks.{L}.mlp.hook_post"], d))
@@ -220,22 +221,8 @@ def _mlp_write(model, L, hidden):
 
 def _replace_hooks(model, L, mask, fn):
     """Hooks that replace layer L's MLP write at counted positions by ``fn(x_counted, hidden_counted)``."""
-    flat = mask.reshape(-1)
-    seen = {}
-
-    def read(t, hook):
-        seen["x"] = t.reshape(-1, t.shape[-1])[flat.to(t.device)].float()
-
-    def hidden(t, hook):
-        seen["h"] = t.reshape(-1, t.shape[-1])[flat.to(t.device)].float()
-
-    def write(t, hook):
-        out = t.reshape(-1, t.shape[-1]).clone()
-        out[flat.to(t.device)] = fn(seen.get("x"), seen.get("h")).to(t.dtype)
-        return out.reshape(t.shape)
-
-    return [(f"blocks.{L}.mlp.hook_in", read), (f"blocks.{L}.mlp.hook_post", hidden),
-            (f"blocks.{L}.hook_mlp_out", write)]
+    site = Site.transcoder(model, L)
+    return replace_write(site, fn, positions=mask, hidden=f"blocks.{L}.mlp.hook_post")
 
 
 def _ce_batch(model, toks, mask, store, calls, dicts, twins, baselines, ce, agree, means):

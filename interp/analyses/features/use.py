@@ -181,27 +181,42 @@ def intervene(model, dictionaries, edits):
         yield model
 
 
+def replace_write(site, fn, *, positions=None, hidden: str | None = None) -> list:
+    """``[(hook name, fn)]`` that replace the write at ``site`` by ``fn(x, h)``: ``x`` [n, d_in] the site's input
+    and ``h`` the ``hidden`` hook's value (or None) at the positions replaced — the ``positions`` [batch, pos] bool
+    mask, or every position — in float32; the rest of the write is left as the model made it."""
+    seen = {}
+
+    def grab(key):
+        def keep(t, hook):
+            seen[key] = t
+        return keep
+
+    def write(t, hook):
+        x, h = seen.pop("x", t), seen.pop("h", None)
+        sel = None if positions is None else positions.reshape(-1).to(t.device)
+
+        def rows(a):
+            a = a.reshape(-1, a.shape[-1])
+            return (a if sel is None else a[sel]).float()
+
+        new = fn(rows(x), None if h is None else rows(h)).to(t.dtype)
+        if sel is None:
+            return new.reshape(t.shape)
+        out = t.reshape(-1, t.shape[-1]).clone()
+        out[sel] = new
+        return out.reshape(t.shape)
+
+    hooks = [] if site.read == site.write else [(site.read, grab("x"))]
+    return hooks + ([(hidden, grab("h"))] if hidden else []) + [(site.write, write)]
+
+
 def splice_hooks(model, dictionaries, *, positions=None) -> list:
     """``[(hook name, fn)]`` replacing each dictionary's site with its reconstruction (the error dropped): an MLP's
     write becomes its transcoder's output of the MLP's actual input. ``positions``: a [batch, pos] bool mask of
     where to replace (None: everywhere)."""
     ds = as_set(dictionaries).check(model)
-    hooks = []
-    for _, d in ds:
-        seen = {}
-
-        def read(t, hook, seen=seen):
-            seen["x"] = t
-
-        def write(t, hook, d=d, seen=seen):
-            x = seen.pop("x", t)
-            out = d(x.float()).to(t.dtype)
-            if positions is None:
-                return out
-            return torch.where(positions.to(t.device)[..., None], out, t)
-
-        hooks += [(d.site.write, write)] if d.site.read == d.site.write else [(d.site.read, read), (d.site.write, write)]
-    return hooks
+    return [h for _, d in ds for h in replace_write(d.site, lambda x, _h, d=d: d(x), positions=positions)]
 
 
 @contextmanager

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from interp.analyses.stats import KeyStats, mlp_key_second_moment
+from interp.core.paths import file_sha256
 
 TEXTS = [
     "The Eiffel Tower is a wrought-iron lattice tower in Paris.",
@@ -111,7 +112,12 @@ def test_cache_roundtrip_and_truncated_file_recomputed(tiny_llama, tmp_path):
     with pytest.warns(UserWarning, match="truncated"):
         redone = mlp_key_second_moment(tiny_llama, 1, **kw)
     assert torch.equal(redone.moment_sum, first.moment_sum)
-    assert files[0].stat().st_size == len(data)
+    # rewritten whole: the file loads, holds the same sums and matches its sidecar's hash (its size can differ
+    # from the first file's by a few bytes, since the header's metadata holds a wall time)
+    reread = KeyStats.load(files[0])
+    assert torch.equal(reread.moment_sum, first.moment_sum) and reread.count == first.count
+    sidecar = json.loads(files[0].with_suffix(".json").read_text())
+    assert sidecar["sha256"] == file_sha256(files[0]) and sidecar["bytes"] == files[0].stat().st_size
     with pytest.raises(ValueError, match="truncated"):
         files[0].write_bytes(data[:-8])
         KeyStats.load(files[0])

@@ -120,7 +120,7 @@ def test_sparsify_layout_round_trip(tiny_llama, tmp_path):
     m = tiny_llama
     ds = DictionarySet({L: _random(m.d_model, 96, 6, seed=L, site=Site.transcoder(m, L), model=model_info(m))
                         for L in (0, 1)})
-    formats.save_sparsify(ds, tmp_path / "sp")
+    formats.save_dictionaries(ds, tmp_path / "sp", layout="sparsify")
     sub = tmp_path / "sp" / "layers.1.mlp"
     cfg = json.loads((sub / "cfg.json").read_text())
     assert cfg["transcode"] and cfg["skip_connection"] and cfg["num_latents"] == 96 and cfg["k"] == 6
@@ -163,7 +163,7 @@ def test_saelens_and_gemmascope_layouts_round_trip(tiny_llama, tmp_path):
     jr = _random(64, 128, None, activation="jumprelu", site=Site.transcoder(m, 1), model=model_info(m))
     formats.save_saelens(jr, tmp_path / "sl2")
     torch.testing.assert_close(formats.load_saelens(tmp_path / "sl2", m)(x), jr(x), rtol=1e-4, atol=1e-4)
-    formats.save_gemmascope(jr, tmp_path / "gs" / "layer_1_width_128_l0_small_affine")
+    formats.save_dictionaries(jr, tmp_path / "gs" / "layer_1_width_128_l0_small_affine", layout="gemmascope")
     from safetensors.torch import load_file
 
     t = load_file(str(tmp_path / "gs" / "layer_1_width_128_l0_small_affine" / "params.safetensors"))
@@ -176,6 +176,11 @@ def test_saelens_and_gemmascope_layouts_round_trip(tiny_llama, tmp_path):
     torch.testing.assert_close(gs[1](x), jr(x), rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="no topk transcoder architecture"):
         formats.save_saelens(_random(64, 96, 6, site=Site.transcoder(m, 0)), tmp_path / "bad")
+    with pytest.raises(ValueError, match="layout='safetensors'; allowed: interp, sparsify"):
+        formats.save_dictionaries(jr, tmp_path / "bad2", layout="safetensors")
+    ds = DictionarySet({1: jr})
+    formats.save_dictionaries(ds, tmp_path / "own")      # interp's own layout, read back by load_dictionaries
+    torch.testing.assert_close(formats.load_dictionaries(tmp_path / "own", m)[1](x), jr(x), rtol=0, atol=0)
 
 
 # ============================================================================================== training
@@ -233,7 +238,10 @@ def test_training_lowers_fvu_below_initialisation_on_tiny(tiny_llama):
     y, h = torch.cat(ys), torch.cat(yh)
     fvu = float((y - h).pow(2).sum() / (y - y.mean(0)).pow(2).sum())
     assert abs(fvu - row["fvu"]) < 1e-6 * max(1, fvu)
-    q.to_json()
+    back = type(q).from_json(json.loads(json.dumps(q.to_json())))   # a stored run's quality.json, read back
+    assert back.summary() == q.summary() and back.to_frame().equals(q.to_frame())
+    with pytest.raises(ValueError, match="not a DictionaryQuality"):
+        type(q).from_json({"result": "LogitLens"})
     q.plot()
 
 
@@ -272,6 +280,45 @@ def test_interventions_keep_the_error_and_never_leak(tiny_llama):
             raise RuntimeError("boom")
     assert m.attached_hook_count() == before == 0
 
+
+
+def test_every_single_ablation_matches_its_own_intervention(tiny_llama):
+    """ablation_effects runs its ablations as one batch with a per-row edit; each row must be what one ablation
+    through intervene() (features) or a hook zeroing one hidden unit (neurons) gives, run alone."""
+    from interp.analyses.features.ablation import ablation_effects
+
+    m = tiny_llama
+    d = _random(m.d_model, 128, 8, site=Site.transcoder(m, 1), model=model_info(m))
+    ds = DictionarySet({1: d})
+    text = "Paris is the capital of France"
+    toks = m.to_tokens(text)
+    fx = ablation_effects(m, ds, 1, text, batch=7)
+    clean = m.forward(toks)[0, -1].detach()
+    ans, riv = clean.topk(2).indices.tolist()
+    assert fx.clean_margin == pytest.approx(float(clean[ans] - clean[riv]), abs=1e-5)
+    n_active = int((encode(m, ds, text).acts[1][1:] > 0).sum())
+    assert len(fx.frame) == n_active and fx.frame["margin_change"].is_monotonic_increasing
+    for row in fx.frame.sample(6, random_state=0).itertuples():
+        with intervene(m, ds, [(1, int(row.unit), "ablate", 0.0, [int(row.pos)])]), torch.no_grad():
+            lg = m.forward(toks)[0, -1]
+        assert row.margin_change == pytest.approx(float(lg[ans] - lg[riv]) - fx.clean_margin, abs=1e-4)
+        assert row.flipped == (int(lg.argmax()) != ans)
+    nx = ablation_effects(m, ds, 1, text, units="neurons")
+    assert len(nx.frame) == (toks.shape[1] - 1) * d.k
+    row = nx.frame.iloc[0]
+
+    def zero(t, hook):
+        t = t.clone()
+        t[0, int(row.pos), int(row.unit)] = 0
+        return t
+    with m.hooks([("blocks.1.mlp.hook_post", zero)]), torch.no_grad():
+        lg = m.forward(toks)[0, -1]
+    assert row.margin_change == pytest.approx(float(lg[ans] - lg[riv]) - nx.clean_margin, abs=1e-4)
+    assert m.attached_hook_count() == 0
+    with pytest.raises(ValueError, match="units='heads'"):
+        ablation_effects(m, ds, 1, text, units="heads")
+    with pytest.raises(ValueError, match="tokens; give a single-token answer"):
+        ablation_effects(m, ds, 1, text, answer=" the capital of France and Paris")
 
 def test_feature_scan_merges_exactly_and_the_card_reads_it(tiny_llama):
     m = tiny_llama

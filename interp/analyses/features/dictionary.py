@@ -151,7 +151,7 @@ class Dictionary(torch.nn.Module):
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Dense latent activations [..., width] of raw inputs ``x`` [..., d_in] (zeros where inactive)."""
         shape = x.shape[:-1]
-        z = self._z(x)
+        z = self.normalise(x)
         vals, idx = self.sparse(self.pre(z))
         dense = torch.zeros(z.shape[0], self.width, dtype=vals.dtype, device=vals.device)
         dense.scatter_(1, idx, vals)
@@ -163,17 +163,18 @@ class Dictionary(torch.nn.Module):
         shape = acts.shape[:-1]
         out = acts.reshape(-1, self.width).to(self.W_dec.dtype) @ self.W_dec + self.b_dec
         if self.W_skip is not None and x is not None:
-            out = out + self._z(x) @ self.W_skip
+            out = out + self.normalise(x) @ self.W_skip
         return (out * self.out_scale).reshape(*shape, self.d_out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Raw-scale reconstruction [..., d_out] of raw inputs ``x`` [..., d_in]."""
         shape = x.shape[:-1]
-        z = self._z(x)
+        z = self.normalise(x)
         vals, idx = self.sparse(self.pre(z))
         return (self.decode_sparse(vals, idx, z) * self.out_scale).reshape(*shape, self.d_out)
 
-    def _z(self, x: torch.Tensor) -> torch.Tensor:
+    def normalise(self, x: torch.Tensor) -> torch.Tensor:
+        """Inputs [..., d_in] as the encoder reads them: [n, d_in], divided by ``in_scale``."""
         if x.shape[-1] != self.d_in:
             raise ValueError(f"input has width {x.shape[-1]}; this dictionary reads d_in={self.d_in}")
         return x.reshape(-1, self.d_in).to(self.W_enc.dtype) / self.in_scale

@@ -304,6 +304,21 @@ def load_dictionaries(folder, model=None, layout: str | None = None):
     return {"sparsify": load_sparsify, "gemmascope": load_gemmascope}[layout](folder, model)
 
 
+
+def save_dictionaries(dictionaries, folder, layout: str = "interp", **kwargs) -> Path:
+    """Write ``dictionaries`` to ``folder`` in ``layout`` (one of :data:`LAYOUTS`; SAELens and Gemma Scope hold one
+    dictionary per folder); :func:`load_dictionaries` reads each back."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout={layout!r}; allowed: {', '.join(LAYOUTS)}")
+    if layout == "interp":
+        as_set = dictionaries if isinstance(dictionaries, DictionarySet) else None
+        if as_set is None:
+            raise TypeError("the interp layout writes a DictionarySet; give one (or layout='saelens' for one dictionary)")
+        return as_set.save(folder)
+    if layout == "sparsify":
+        return save_sparsify(dictionaries, folder)
+    return {"saelens": save_saelens, "gemmascope": save_gemmascope}[layout](dictionaries, folder, **kwargs)
+
 def _each(dictionaries):
     if isinstance(dictionaries, Dictionary):
         return [dictionaries]

@@ -37,11 +37,13 @@ from .use import replace_write
 
 @dataclass
 class DictionaryQuality(Result):
-    """Per-layer quality (``rows``: one dict per layer) and the all-layers-replaced figures (``stack``)."""
+    """Per-layer quality (``rows``: one dict per layer), the all-layers-replaced figures (``stack``) and each MLP
+    write's mean over the evaluated tokens (``means``, the mean ablation's write; not in the JSON)."""
 
     rows: list
     stack: dict
     settings: dict = field(default_factory=dict)
+    means: dict = field(default_factory=dict)   # layer -> the MLP write's mean [d_model] over the evaluated tokens
 
     def to_frame(self):
         import pandas as pd
@@ -58,6 +60,13 @@ class DictionaryQuality(Result):
 
     def to_json(self) -> dict:
         return {**super().to_json(), "stack": jsonable(self.stack), "settings": jsonable(self.settings)}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "DictionaryQuality":
+        """The table back from :meth:`to_json`'s dict (a stored run's ``quality.json``)."""
+        if doc.get("result") != cls.__name__:
+            raise ValueError(f"not a {cls.__name__} document (result={doc.get('result')!r})")
+        return cls([dict(r) for r in doc["rows"]], dict(doc["stack"]), dict(doc.get("settings", {})))
 
     def plot(self, *, out=None):
         f = self.to_frame()
@@ -199,7 +208,7 @@ def evaluate_transcoders(model, dictionaries: DictionarySet, *, tokens: int = 20
              "ce_clean": c.get("clean", nan), "ce_all_replaced": c.get("all", nan)}
     settings = {"tokens": seen, "ce_tokens": ce.get("clean", (0, 0))[1], "split": split, "seed": seed, "rows": rows, "ctx": ctx,
                 "dictionaries": dictionaries.settings}
-    return DictionaryQuality(rows_out, stack, settings)
+    return DictionaryQuality(rows_out, stack, settings, means)
 
 
 def _neuron_write(model, L, hidden, d: Dictionary):

@@ -1,0 +1,213 @@
+"""Attribution graphs: the local replacement model reproduces the real model; each feature's incoming edges plus its
+constant terms are its pre-activation; every edge equals the frozen model's explicit Jacobian; influence and
+pruning match their definitions — on tiny models."""
+
+import numpy as np
+import pytest
+import torch
+
+from interp.analyses.features import Dictionary, DictionarySet, Site
+from interp.analyses.features.dictionary import model_info
+from interp.analyses.graphs import LocalReplacement, attribution_graph
+from interp.analyses.graphs.prune import graph_scores, influence, normalise, prune, threshold_value
+
+TEXT = "Paris is the capital of France"
+
+
+def _transcoders(model, layers, width=48, k=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for L in layers:
+        d = Dictionary(model.d_model, model.d_model, width, k=k, skip=True, site=Site.transcoder(model, L),
+                       model=model_info(model))
+        with torch.no_grad():
+            for p in d.parameters():
+                p.copy_(torch.randn(p.shape, generator=g) * 0.05)   # outputs of the MLP write's size: an error
+            d.b_enc.fill_(0.5)          # that cancels a huge reconstruction would only measure float32 round-off
+        out[L] = d.eval()
+    return DictionarySet(out)
+
+
+@pytest.fixture(scope="module")
+def tiny_gemma3():
+    import interp
+
+    return interp.load_tiny("gemma3", seed=0, n_layers=3)
+
+
+@pytest.mark.parametrize("which", ["tiny_llama", "tiny_gemma3"])
+def test_frozen_replacement_reproduces_the_real_logits(which, request):
+    m = request.getfixturevalue(which)
+    for layers in (range(m.n_layers), [1]):                         # every MLP replaced, or one (the rest: errors)
+        lrm = LocalReplacement(m, _transcoders(m, layers), TEXT)
+        with torch.no_grad():
+            real = m.forward(m.to_tokens(TEXT))[0].float()
+            frozen, _ = lrm.run(3)
+        for r in range(3):
+            torch.testing.assert_close(frozen[r].float(), real, rtol=1e-4, atol=1e-4)
+    assert m.attached_hook_count() == 0
+
+
+def _frozen_targets(lrm, targets, taps):
+    """Each target's value in the frozen forward with ``taps`` added: a feature's pre-activation, or a logit minus
+    the mean logit at the last position."""
+    logits, reads = lrm.run(1, taps=taps, keep_reads=True)
+    out = []
+    for t in targets:
+        if t[0] == "logit":
+            last = logits[0, -1].float()
+            out.append(last[t[1]] - last.mean())
+        else:
+            _, L, p, f = t
+            d = lrm.dicts[L]
+            out.append(d.pre(d.normalise(reads[L][0, p:p + 1].float()))[0, f])
+    return torch.stack(out)
+
+
+def test_edges_sum_to_each_pre_activation_and_equal_the_explicit_jacobian(tiny_llama):
+    m = tiny_llama
+    tc = _transcoders(m, range(m.n_layers))
+    g = attribution_graph(m, tc, TEXT, max_logits=2, batch=5)
+    lrm = LocalReplacement(m, tc, TEXT)
+    nodes = g.nodes
+    kinds = nodes["kind"].to_numpy()
+    feats = nodes[nodes["kind"] == "feature"]
+    assert len(feats) == sum(int((lrm.acts[L] > 0).sum()) for L in lrm.acts)
+    rows = [("feature", int(r.layer), int(r.pos), int(r.feature)) for r in feats.itertuples()]
+    logit_ids = [int(x) for x in nodes[nodes["kind"] == "logit"]["feature"]]
+    rows += [("logit", t) for t in logit_ids]
+    row_index = list(feats.index) + list(nodes.index[kinds == "logit"])
+    with torch.no_grad():
+        value = _frozen_targets(lrm, rows, {})
+        const = _frozen_targets_zero(lrm, rows)
+    A = g.adjacency
+    # (1) incoming edges + constant terms = the value (the frozen model is affine in its sources)
+    total = A[row_index].sum(1) + const
+    # float32: the terms reach ~10^3 (frozen 1/rms scales of a tiny random model) and cancel to ~1, so the sum is
+    # held to 1e-4 of its value plus 1e-6 of the terms' absolute sum (their float32 round-off is ~1e-7 of it)
+    scale = A[row_index].abs().sum(1) + const.abs()
+    err = (total - value.float()).abs()
+    assert (err <= 1e-4 * value.float().abs() + 1e-6 * scale).all(), float((err / scale).max())
+    # an active feature's pre-activation is its activation
+    acts = torch.tensor(feats["activation"].to_numpy(), dtype=torch.float32)
+    torch.testing.assert_close(value[: len(feats)].float(), acts, rtol=1e-4, atol=1e-5)
+
+    # (2) every edge = d target / d (multiplier of the source) at 1, by the explicit Jacobian of the frozen forward
+    n_pos, d = lrm.n_pos, m.d_model
+    src = [(i, r) for i, r in enumerate(nodes.itertuples()) if r.kind in ("feature", "error", "embedding")]
+
+    def targets_of(mult):
+        taps = {"embed": torch.zeros(1, n_pos, d)}
+        taps.update({L: torch.zeros(1, n_pos, d) for L in range(m.n_layers)})
+        for (i, r), c in zip(src, mult - 1):
+            if r.kind == "embedding":
+                taps["embed"] = taps["embed"] + _at(n_pos, r.pos, c * lrm.embed[r.pos])
+            elif r.kind == "error":
+                taps[r.layer] = taps[r.layer] + _at(n_pos, r.pos, c * lrm.error[r.layer][r.pos])
+            else:
+                dd = lrm.dicts[r.layer]
+                vec = r.activation * dd.W_dec[int(r.feature)].float() * dd.out_scale.float()
+                taps[r.layer] = taps[r.layer] + _at(n_pos, r.pos, c * vec)
+        return _frozen_targets(lrm, rows, taps)
+
+    J = torch.autograd.functional.jacobian(targets_of, torch.ones(len(src)))      # [targets, sources]
+    cols = [i for i, _ in src]
+    torch.testing.assert_close(A[row_index][:, cols], J, rtol=1e-5, atol=1e-5)
+    assert m.attached_hook_count() == 0
+
+
+def _at(n_pos, pos, vec):
+    t = torch.zeros(1, n_pos, vec.shape[-1])
+    t[0, pos] = vec
+    return t
+
+
+def _frozen_targets_zero(lrm, rows):
+    """The constant terms: every target's value with every source (embeddings, features, errors) at zero."""
+    logits, reads = lrm.run(1, zero_sources=True, keep_reads=True)
+    out = []
+    for t in rows:
+        if t[0] == "logit":
+            last = logits[0, -1].float()
+            out.append(last[t[1]] - last.mean())
+        else:
+            _, L, p, f = t
+            dd = lrm.dicts[L]
+            out.append(dd.pre(dd.normalise(reads[L][0, p:p + 1].float()))[0, f])
+    return torch.stack(out).float()
+
+
+def test_logit_nodes_and_bad_input(tiny_llama):
+    m = tiny_llama
+    tc = _transcoders(m, [0, 1])
+    g = attribution_graph(m, tc, TEXT, cumulative=0.5, max_logits=3)
+    logits = g.nodes[g.nodes["kind"] == "logit"]
+    probs = torch.softmax(m.forward(m.to_tokens(TEXT))[0, -1].detach().float(), -1)
+    top = probs.sort(descending=True)
+    n = int((top.values.cumsum(0) < 0.5).sum()) + 1
+    assert logits["feature"].tolist() == top.indices[: min(n, 3)].tolist()
+    assert 0 <= g.scores["replacement"] <= 1 and 0 <= g.scores["completeness"] <= 1
+    assert g.summary().startswith("attribution graph of")
+    g.to_json()
+    g.plot()
+    with pytest.raises(ValueError, match="node_threshold=1.5"):
+        attribution_graph(m, tc, TEXT, node_threshold=1.5)
+    with pytest.raises(ValueError, match="target id"):
+        attribution_graph(m, tc, TEXT, targets=[10 ** 9])
+    sae = DictionarySet({"blocks.0.hook_resid_pre": _sae(m)})
+    with pytest.raises(ValueError, match="transcoders"):
+        LocalReplacement(m, sae, TEXT)
+
+
+def _sae(m):
+    return Dictionary(m.d_model, m.d_model, 32, k=4, site=Site.sae(m, "blocks.0.hook_resid_pre"),
+                      model=model_info(m)).eval()
+
+
+# ============================================================================================== influence, pruning
+def _chain():
+    """emb0 -> f0 -> f1 -> logit, emb1 -> f1, err -> logit, f2 (feeds nothing): kinds in the graph's order."""
+    kinds = np.array(["feature", "feature", "feature", "error", "embedding", "embedding", "logit"])
+    A = torch.zeros(7, 7)
+    A[0, 4] = 2.0           # f0 <- emb0
+    A[1, 0] = 1.0           # f1 <- f0
+    A[1, 5] = -1.0          # f1 <- emb1
+    A[2, 4] = 0.01          # f2 <- emb0
+    A[6, 1] = 3.0           # logit <- f1
+    A[6, 3] = 1.0           # logit <- err
+    return A, kinds
+
+
+def test_influence_is_the_sum_over_paths():
+    A, kinds = _chain()
+    An = normalise(A)
+    w = torch.zeros(7)
+    w[6] = 1.0
+    explicit = w @ (torch.linalg.inv(torch.eye(7) - An) - torch.eye(7))   # every path, every length
+    torch.testing.assert_close(influence(An, w), explicit)
+    # by hand: logit's inputs are f1 (3/4) and err (1/4); f1's are f0 and emb1 (1/2 each); f0's is emb0
+    inf = influence(An, w)
+    assert inf[1] == pytest.approx(0.75) and inf[3] == pytest.approx(0.25) and inf[0] == pytest.approx(0.375)
+    assert inf[4] == pytest.approx(0.375) and inf[5] == pytest.approx(0.375) and inf[2] == 0
+    s = graph_scores(A, kinds, torch.tensor([1.0]))
+    assert s["replacement"] == pytest.approx(0.75 / (0.75 + 0.25))
+    # completeness: every node's non-error input share, weighted by influence + logit weight; only the logit
+    # has error input (1/4)
+    out = inf + w
+    assert s["completeness"] == pytest.approx(float((out.sum() - 0.25 * out[6]) / out.sum()))
+    cyc = torch.zeros(2, 2)
+    cyc[0, 1] = cyc[1, 0] = 1.0
+    with pytest.raises(ValueError, match="cycle"):
+        influence(normalise(cyc), torch.tensor([1.0, 0.0]))
+
+
+def test_pruning_keeps_the_influential_and_drops_the_dangling():
+    A, kinds = _chain()
+    node_mask, edge_mask, inf = prune(A, kinds, torch.tensor([1.0]), node_threshold=0.8, edge_threshold=0.98)
+    assert not node_mask[2]                       # f2 feeds nothing: no influence
+    assert node_mask[[4, 5, 6]].all()             # embeddings and logits always kept
+    assert edge_mask[6, 1] and not edge_mask[2, 4]
+    assert not (edge_mask & ~(node_mask[:, None] & node_mask[None, :])).any()
+    assert threshold_value(torch.tensor([4.0, 3.0, 2.0, 1.0]), 0.7) == 3.0
+    with pytest.raises(ValueError, match="edge_threshold=0"):
+        prune(A, kinds, torch.tensor([1.0]), edge_threshold=0)

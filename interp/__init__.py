@@ -5,6 +5,7 @@ from . import features, induction, memit, patching, rome
 from .analyses import experts
 from .analyses.attention import attention
 from .analyses.features import train_sae, train_transcoders
+from .analyses.graphs import attribution_graph
 from .analyses.head_scan import head_scan
 from .analyses.attribution import decompose, direct_logit_attribution
 from .analyses.induction import induction_heads
@@ -31,4 +32,4 @@ __all__ = ["load", "load_tiny", "Model", "logit_lens", "decompose", "direct_logi
            "neurons", "induction_heads", "reproduce_induction", "causal_trace", "trace_facts", "rome", "memit",
            "activation_patching", "attribution_patching", "path_patching", "tuned_lens", "train_tuned_lens",
            "load_tuned_lens", "TunedLens", "evaluate_lens", "prediction_depth", "experts", "patching", "induction",
-           "wiki_documents", "features", "train_transcoders", "train_sae"]
+           "wiki_documents", "features", "train_transcoders", "train_sae", "attribution_graph"]

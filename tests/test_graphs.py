@@ -211,3 +211,27 @@ def test_pruning_keeps_the_influential_and_drops_the_dangling():
     assert threshold_value(torch.tensor([4.0, 3.0, 2.0, 1.0]), 0.7) == 3.0
     with pytest.raises(ValueError, match="edge_threshold=0"):
         prune(A, kinds, torch.tensor([1.0]), edge_threshold=0)
+
+
+def test_circuit_tracer_export_names_every_kept_node_and_edge(tiny_llama):
+    import json
+
+    m = tiny_llama
+    g = attribution_graph(m, _transcoders(m, range(m.n_layers)), TEXT, max_logits=2, node_threshold=0.5)
+    doc = json.loads(json.dumps(g.to_circuit_tracer("t")))
+    assert set(doc) == {"metadata", "qParams", "nodes", "links"}
+    ids = [n["node_id"] for n in doc["nodes"]]
+    assert len(ids) == len(set(ids))
+    kinds = {n["feature_type"] for n in doc["nodes"]}
+    assert {"embedding", "logit"} <= kinds
+    assert sum(n["feature_type"] == "embedding" for n in doc["nodes"]) == len(g.tokens)
+    assert sum(n["is_target_logit"] for n in doc["nodes"]) == 1
+    known = set(ids)
+    assert doc["links"] and all(x["source"] in known and x["target"] in known for x in doc["links"])
+    assert len(doc["links"]) == int(g.edge_mask.sum())
+    f = next(n for n in doc["nodes"] if n["feature_type"] == "cross layer transcoder")
+    L, feat, pos = (int(v) for v in f["node_id"].split("_"))
+    row = g.nodes[(g.nodes["kind"] == "feature") & (g.nodes["layer"] == L) & (g.nodes["feature"] == feat)
+                  & (g.nodes["pos"] == pos)]
+    assert len(row) == 1 and f["activation"] == pytest.approx(float(row["activation"].iloc[0]))
+    assert doc["metadata"]["prompt_tokens"] == g.tokens

@@ -62,6 +62,12 @@ class AttributionGraph(Result):
         t, s = mask.nonzero(as_tuple=True)
         return pd.DataFrame({"target": t.numpy(), "source": s.numpy(), "weight": A[t, s].numpy()})
 
+    def to_circuit_tracer(self, slug: str = "interp-graph") -> dict:
+        """The pruned graph in circuit-tracer's graph-file layout (what its frontend and Neuronpedia read)."""
+        from .export import circuit_tracer_json
+
+        return circuit_tracer_json(self, slug)
+
     def plot(self, *, out=None):
         n = self.nodes
         fig = new_figure(figsize=(9, 4.5))
@@ -183,5 +189,6 @@ def attribution_graph(model, transcoders, text, *, targets=None, max_logits: int
                                                               logit_probs).items()})
     return AttributionGraph(nodes, A, logit_probs, strs, scores, edge_mask,
                             meta={"text": text if isinstance(text, str) else "", "n_layers": n_layers,
+                                  "token_ids": lrm.tokens[0].tolist(), "model": model.source,
                                   "node_threshold": node_threshold, "edge_threshold": edge_threshold,
                                   "layers_with_transcoders": sorted(lrm.acts)})

@@ -210,6 +210,39 @@ def test_feature_views_hover_and_click_show_the_numbers(tiny_llama, opened, tmp_
     assert evil.page.evaluate("window.__pwned") is None and evil.page.locator("img").count() == 0
 
 
+
+def test_graph_view_hover_an_edge_and_click_a_feature_for_its_card(tiny_llama, opened, tmp_path):
+    from interp.analyses.features import Dictionary, DictionarySet, Site
+    from interp.analyses.features.dictionary import model_info
+
+    m = tiny_llama
+    tc = {}
+    for L in range(m.n_layers):
+        d = Dictionary(64, 64, 48, k=4, skip=True, site=Site.transcoder(m, L), model=model_info(m))
+        d.init_(L, 1.5, 0.7)
+        tc[L] = d
+    tc = DictionarySet(tc)
+    g = interp.attribution_graph(m, tc, f"The Tower {EVIL}", max_logits=2, node_threshold=0.6)
+    kept = [int(i) for i in g.nodes.index[g.nodes["kept"]]]
+    edges = g.edges()
+    e = edges.iloc[int(edges["weight"].abs().argmax())]
+    feat = g.nodes.loc[int(e["target"])] if g.nodes.loc[int(e["target"]), "kind"] == "feature" else \
+        g.nodes.loc[[i for i in kept if g.nodes.loc[i, "kind"] == "feature"][0]]
+    card = interp.features.card(m, tc, int(feat["layer"]), int(feat["feature"]),
+                                docs=["The cat sat on the mat.", "Paris is the capital of France."], n_tokens=200, k=3)
+    v = opened(g.view(cards={(int(feat["layer"]), int(feat["feature"])): card}).save(tmp_path / "graph.html"))
+    assert v.page.locator("#graph-svg [data-node]").count() == len(kept)
+    k = next(i for i, (t, s, w) in enumerate(edges.itertuples(index=False))
+             if t == e["target"] and s == e["source"])
+    v.page.hover(f'#graph-svg line[data-edge="{k}"]', force=True)
+    assert number_after("weight", v.page.inner_text("#graph-readout")) == pytest.approx(float(e["weight"]), rel=2e-3)
+    node = kept.index(int(feat.name))
+    v.page.click(f'#graph-svg [data-node="{node}"]', force=True)
+    assert f"feature {int(feat['feature'])} at layer {int(feat['layer'])}" in v.page.inner_text("#graph-panel")
+    assert v.page.locator("#graph-card .ctx").count() >= 1
+    v.check(tmp_path / "graph.png")
+    assert v.page.evaluate("window.__pwned") is None and v.page.locator("img").count() == 0
+
 def test_trace_and_patching_views_hover_values(tiny_llama, opened, tmp_path):
     from interp.analyses.patching import logit_diff
 

@@ -62,6 +62,13 @@ class AttributionGraph(Result):
         t, s = mask.nonzero(as_tuple=True)
         return pd.DataFrame({"target": t.numpy(), "source": s.numpy(), "weight": A[t, s].numpy()})
 
+    def view(self, cards: dict | None = None):
+        """The interactive pruned graph; ``cards``: ``{(layer, feature): interp.features.card(...)}`` shown when a
+        feature node is clicked."""
+        from .graph_view import graph_view
+
+        return graph_view(self, cards)
+
     def to_circuit_tracer(self, slug: str = "interp-graph") -> dict:
         """The pruned graph in circuit-tracer's graph-file layout (what its frontend and Neuronpedia read)."""
         from .export import circuit_tracer_json

@@ -235,3 +235,24 @@ def test_circuit_tracer_export_names_every_kept_node_and_edge(tiny_llama):
                   & (g.nodes["pos"] == pos)]
     assert len(row) == 1 and f["activation"] == pytest.approx(float(row["activation"].iloc[0]))
     assert doc["metadata"]["prompt_tokens"] == g.tokens
+
+
+def test_graph_command_writes_json_view_and_circuit_tracer_file(embedded, tmp_path, capsys):
+    import json
+
+    from interp import cli
+
+    m = embedded
+    d = Dictionary(m.d_model, m.d_model, 64, k=4, skip=True, site=Site.transcoder(m, 3), model=model_info(m))
+    d.init_(0, 1.0, 1.0)
+    DictionarySet({3: d}).save(tmp_path / "tc")
+    code = cli.main(["graph", "The Eiffel Tower is located in the city of", "--target", " Paris", "--dictionaries",
+                     str(tmp_path / "tc"), "--html", str(tmp_path / "g.html"), "--circuit-tracer",
+                     str(tmp_path / "ct.json"), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0, doc
+    assert doc["meta"]["layers_with_transcoders"] == [3] and (tmp_path / "g.html").stat().st_size > 1000
+    ct = json.loads((tmp_path / "ct.json").read_text())
+    assert [n["clerp"] for n in ct["nodes"] if n["feature_type"] == "logit"][0].startswith('Output " Paris"')
+    code = cli.main(["graph", "hello", "--dictionaries", str(tmp_path / "tc"), "--batch", "0", "--json"])
+    assert code == 2 and "--batch" in json.loads(capsys.readouterr().out)["error"]

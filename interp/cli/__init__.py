@@ -22,6 +22,7 @@ from . import (
     dist,
     edit,
     features,
+    graph,
     induction,
     lens,
     neurons,
@@ -35,7 +36,7 @@ from .common import add_common, load_model, section
 __all__ = ["main", "build_parser", "commands", "add_common", "load_model", "section", "COMMAND_MODULES"]
 
 # The command groups, in the order their subcommands appear in --help.
-COMMAND_MODULES = [lens, tuned_lens, attribution, attention, neurons, features, induction, reproduce, trace, edit,
+COMMAND_MODULES = [lens, tuned_lens, attribution, attention, neurons, features, graph, induction, reproduce, trace, edit,
                    dist, patch]
 
 

@@ -47,7 +47,7 @@ def add_cli(subparsers) -> None:
     s.add_argument("feature", type=int)
     s.add_argument("--tokens", type=int, default=100_000, help="held-out tokens scanned (default 100000)")
     s.add_argument("--top", type=int, default=20, help="contexts kept (default 20)")
-    _dict_options(s)
+    add_dictionary_options(s)
     add_common(s)
     add_html(s, "the feature card")
     s.set_defaults(func=cli_show)
@@ -56,13 +56,14 @@ def add_cli(subparsers) -> None:
     e.add_argument("text")
     e.add_argument("--top", type=int, default=5, help="features listed per token and layer (default 5)")
     e.add_argument("--layers", default=None, help="comma-separated layers to show (default: every trained layer)")
-    _dict_options(e)
+    add_dictionary_options(e)
     add_common(e)
     add_html(e, "the active-features view")
     e.set_defaults(func=cli_encode)
 
 
-def _dict_options(p) -> None:
+def add_dictionary_options(p) -> None:
+    """--dictionaries FOLDER and --layout (shared with ``interp graph``)."""
     p.add_argument("--dictionaries", default=None, metavar="FOLDER",
                    help="read dictionaries from this folder instead of the cache (layouts: " + ", ".join(LAYOUTS) + ")")
     p.add_argument("--layout", choices=LAYOUTS, default=None, help="the folder's layout (default: told by its files)")
@@ -77,7 +78,9 @@ def _layers(spec):
         raise ValueError(f"--layers {spec!r}; allowed: comma-separated integers such as 0,5,12") from None
 
 
-def _dictionaries(args, model):
+def dictionaries_for(args, model):
+    """The transcoders of --dictionaries FOLDER, else the cached defaults; with neither, a clear error that says
+    how long training them would take (before any work)."""
     if args.dictionaries:
         return load_dictionaries(args.dictionaries, model, args.layout)
     found = cached_transcoders(model)
@@ -121,7 +124,7 @@ def cli_show(args, model=None) -> dict:
     path = html_path(args)
     if model is None:
         model = load_model(args)
-    ds = _dictionaries(args, model)
+    ds = dictionaries_for(args, model)
     card = feature_card(model, ds, args.layer, args.feature, n_tokens=args.tokens, k=args.top, progress=True)
     data = card.to_json()
     f = card.to_frame()
@@ -136,7 +139,7 @@ def cli_encode(args, model=None) -> dict:
     path = html_path(args)
     if model is None:
         model = load_model(args)
-    ds = _dictionaries(args, model)
+    ds = dictionaries_for(args, model)
     wanted = _layers(args.layers)
     if wanted is not None:
         from ..analyses.features import DictionarySet

@@ -1,0 +1,61 @@
+"""Every result table in README.md is what a stored result says: each number is read from its study's JSON and
+compared at the precision the README prints (half a unit of the last digit shown)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+README = (ROOT / "README.md").read_text()
+CELL = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)(?:\s*\[([-+]?\d+(?:\.\d+)?),\s*([-+]?\d+(?:\.\d+)?)\])?")
+
+# README row (its first cell starts so) -> the stored result it quotes
+GEMMA_ROWS = {
+    "ROME, one at a time": "studies/memit_gemma/gemma_test_rome_ft.json",
+    "MEMIT, all 100 at once": "studies/memit_gemma/gemma_test_memit100.json",
+    "MEMIT, 10 batches of 10": "studies/memit_gemma/gemma_test_memit10x10.json",
+    "FT-L, one at a time": "studies/ft_norm_gemma/gemma_test_ft.json",
+}
+COLUMNS = ["efficacy_score", "paraphrase_score", "neighborhood_score", "loss_drift"]
+
+
+def _rows(header: str) -> dict:
+    """{first cell: [the other cells]} of the README table whose header row starts with ``header``."""
+    lines = README.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(header))
+    out = {}
+    for ln in lines[start + 2:]:
+        if not ln.startswith("|"):
+            break
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        out[cells[0]] = cells[1:]
+    return out
+
+
+def _close(shown: str, value: float) -> bool:
+    decimals = len(shown.split(".")[1]) if "." in shown else 0
+    return abs(float(shown) - value) <= 0.5 * 10 ** -decimals + 1e-9
+
+
+@pytest.mark.parametrize("label", list(GEMMA_ROWS))
+def test_gemma_editing_table_is_its_stored_runs(label):
+    rows = _rows("| Gemma 3 270M, 100 test records")
+    cells = next(v for k, v in rows.items() if k.startswith(label))
+    stored = json.loads((ROOT / GEMMA_ROWS[label]).read_text())
+    assert stored["n_records"] == 100 and stored["n_failed"] == 0
+    for col, cell in zip(COLUMNS, cells):
+        m = CELL.match(cell)
+        assert m, f"{label}: cannot read {cell!r}"
+        assert _close(m.group(1), stored[col]), f"{label} {col}: README {m.group(1)}, stored {stored[col]}"
+        if m.group(2) is not None:
+            lo, hi = stored[col + "_ci"]
+            assert _close(m.group(2), lo) and _close(m.group(3), hi), \
+                f"{label} {col} CI: README [{m.group(2)}, {m.group(3)}], stored [{lo}, {hi}]"
+
+
+def test_a_number_edited_by_hand_is_caught():
+    assert _close("94.0", 94.00000000000001) and not _close("94.1", 94.00000000000001)
+    assert _close("100", 99.6) and not _close("100", 99.4) and _close("0.39", 0.38646773864397643)
+    assert not _close("0.38", 0.38646773864397643)

@@ -351,6 +351,17 @@ def test_training_text_splits_are_disjoint_deduplicated_and_stable(embedded):
     n = {s: sum(v["documents"] for v in counts[s].values()) for s in counts}
     total = sum(n.values())
     assert 0.06 < n["heldout"] / total < 0.08 and 0.04 < n["dev"] / total < 0.06
+    # data/README.md's data card quotes these counts: each split's total and its wiki / gutenberg / chat parts
+    import re
+    from pathlib import Path
+
+    card = (Path(__file__).parent.parent / "data" / "README.md").read_text()
+    for split in texts.SPLITS:
+        m = re.search(rf"^\| {split} \| ([\d,]+) \(([\d,]+) / ([\d,]+) / ([\d,]+)\)", card, re.M)
+        assert m, f"data/README.md has no row for the {split} split"
+        shown = [int(x.replace(",", "")) for x in m.groups()]
+        assert shown == [n[split]] + [counts[split].get(src, {}).get("documents", 0)
+                                      for src in ("wiki", "gutenberg", "chat")], (split, shown)
     ids = {s: {d.id for d in texts.text_documents(s, seed=None)} for s in texts.SPLITS}
     assert not (ids["train"] & ids["dev"]) and not (ids["train"] & ids["heldout"]) and not (ids["dev"] & ids["heldout"])
     contents = [texts._norm(d.content) for s in texts.SPLITS for d in texts.text_documents(s, seed=None)]

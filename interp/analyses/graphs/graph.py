@@ -122,7 +122,7 @@ def compute_rows(lrm: LocalReplacement, targets: list, feature_index: dict, n_co
     out = torch.zeros(len(targets), n_cols)
     for start in range(0, len(targets), batch):
         part = targets[start:start + batch]
-        g = lrm.tap_gradients(part)
+        g = lrm.tap_gradients(part, rows=min(batch, len(targets)))
         rows = slice(start, start + len(part))
         _fill(out, rows, g, lrm, feature_index, err0, emb0)
     return out

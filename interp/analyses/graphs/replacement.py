@@ -50,6 +50,7 @@ class LocalReplacement:
         self.frozen = {n: cache[n].detach() for n in self.frozen_names}
         self.embed = cache["blocks.0.hook_resid_pre"][0].detach().float()      # [pos, d]
         self.acts, self.error, self.feature_write = {}, {}, {}
+        self._graph = None          # (rows, taps, last-position logits, MLP inputs) of a kept frozen forward
         with torch.no_grad():
             for i in range(L):
                 y = cache[self.write[i]][0].float()                            # [pos, d]
@@ -113,42 +114,41 @@ class LocalReplacement:
         return logits, (reads if keep_reads else {})
 
     # ------------------------------------------------------------------------------------------ gradients
-    def tap_gradients(self, targets: list) -> dict:
+    def tap_gradients(self, targets: list, rows: int | None = None) -> dict:
         """For each target (``("logit", token)`` or ``("feature", layer, pos, feature)``), the gradient of its value
-        with respect to every tap: ``{"embed": [rows, pos, d], layer: [rows, pos, d]}``, one row per target."""
-        rows = len(targets)
+        with respect to every tap: ``{"embed": [n, pos, d], layer: [n, pos, d]}``, one row per target. The frozen
+        forward does not depend on the targets, so one forward of ``rows`` copies (default: as many as targets) is
+        kept and every later call with at most that many targets only runs backward through it."""
+        n = len(targets)
+        rows = max(rows or n, n)
+        if self._graph is None or self._graph[0] < rows:
+            self._graph = None                                   # free the old graph before building the next
+            d_model = self.model.d_model
+            taps = {"embed": torch.zeros(rows, self.n_pos, d_model, requires_grad=True)}
+            for i in range(self.model.n_layers):
+                taps[i] = torch.zeros(rows, self.n_pos, d_model, requires_grad=True)
+            with torch.enable_grad():
+                logits, reads = self.run(rows, taps=taps, keep_reads=True)
+            self._graph = (rows, taps, logits[:, -1].float(), {k: v.float() for k, v in reads.items()})
+        rows, taps, last, reads = self._graph
         d_model = self.model.d_model
-        taps = {"embed": torch.zeros(rows, self.n_pos, d_model, requires_grad=True)}
-        for i in range(self.model.n_layers):
-            taps[i] = torch.zeros(rows, self.n_pos, d_model, requires_grad=True)
+        vocab = last.shape[-1]
+        g_logit = torch.zeros(rows, vocab)
+        g_read = {}
+        for r, t in enumerate(targets):
+            if t[0] == "logit":
+                g_logit[r] -= 1.0 / vocab                               # the logit minus the mean logit
+                g_logit[r, t[1]] += 1.0
+            else:
+                _, layer, pos, f = t
+                d = self.dicts[layer]
+                g = g_read.setdefault(layer, torch.zeros(rows, self.n_pos, d_model))
+                g[r, pos] = d.W_enc[:, f].detach().float() / d.in_scale.detach().float()
+        outs, grads = ([last], [g_logit]) if bool(g_logit.any()) else ([], [])
+        for layer, g in g_read.items():
+            outs.append(reads[layer])
+            grads.append(g)
+        names = list(taps)
         with torch.enable_grad():
-            logits, reads = self.run(rows, taps=taps, keep_reads=True)
-            outs, grads = [], []
-            vocab = logits.shape[-1]
-            g_logit = torch.zeros(rows, vocab)
-            g_read = {}
-            for r, t in enumerate(targets):
-                if t[0] == "logit":
-                    g_logit[r] -= 1.0 / vocab                           # the logit minus the mean logit
-                    g_logit[r, t[1]] += 1.0
-                else:
-                    _, layer, pos, f = t
-                    d = self.dicts[layer]
-                    g = g_read.setdefault(layer, torch.zeros(rows, self.n_pos, d_model))
-                    g[r, pos] = d.W_enc[:, f].float() / d.in_scale.float()
-            if g_logit.abs().sum() > 0:
-                outs.append(logits[:, -1].float())
-                grads.append(g_logit)
-            for layer, g in g_read.items():
-                outs.append(reads[layer].float())
-                grads.append(g)
-            names = list(taps)
-            got = torch.autograd.grad(outs, [taps[n] for n in names], grads, allow_unused=True)
-        return {n: (torch.zeros(rows, self.n_pos, d_model) if g is None else g) for n, g in zip(names, got)}
-
-    def pre_activation(self, layer: int, pos: int, feature: int) -> float:
-        """A feature's pre-activation on the clean prompt (its activation, when active)."""
-        d = self.dicts[layer]
-        with torch.no_grad():
-            _, reads = self.run(1, keep_reads=True)
-            return float(d.pre(d.normalise(reads[layer][0, pos:pos + 1].float()))[0, feature])
+            got = torch.autograd.grad(outs, [taps[k] for k in names], grads, retain_graph=True, allow_unused=True)
+        return {k: (torch.zeros(n, self.n_pos, d_model) if g is None else g[:n]) for k, g in zip(names, got)}

@@ -1,0 +1,130 @@
+"""Are attribution graphs faithful to the real model? (issue 34; hours on 2 cores: not part of `make test`.)
+
+    .venv/bin/python studies/graphs_faithfulness/run.py [--n 50] [--top 10] [--threads 2] [--dictionaries FOLDER]
+
+For each of ``--n`` test-split fact prompts (``interp.patching.fact_pairs`` over the records of
+interp/editing/records/facts.jsonl whose answer the model ranks first, seeded), the graph of the prompt with the true answer as its one logit node, then:
+
+* feature by feature (the ``--top`` features by influence on that logit): the graph's prediction of what ablating
+  the feature does to the logit (minus the mean logit) — its total effect in the local replacement model, paths
+  through other features included (``-a_s * d logit / d a_s``, from the adjacency: ``j (I - J)^-1`` over feature
+  rows, ``J[t, s] = A[t, s] / a_s``) — against the real model with that feature ablated (its error kept,
+  ``interp.features.intervene``): sign agreement and Spearman's rho;
+* layer by layer: the graph's influence of each layer's features, summed, against exhaustive activation patching
+  of each layer's MLP output (all positions, clean into corrupted: `interp.activation_patching` on
+  `interp.patching.fact_pairs`), both averaged over the prompts: Spearman's rho over layers.
+
+Writes results.json (with the commit, command, machine and settings) next to this file and prints the figures.
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+
+import interp
+from interp.analyses.features.formats import load_dictionaries
+from interp.analyses.features.train import cached_transcoders
+from interp.editing.facts import load_records
+
+HERE = Path(__file__).parent
+
+
+def spearman(a, b) -> float:
+    a, b = torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)
+    ra, rb = a.argsort().argsort().double(), b.argsort().argsort().double()
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    return float((ra * rb).sum() / (ra.norm() * rb.norm()))
+
+
+def predicted_ablation(g) -> torch.Tensor:
+    """[n_features] the graph's predicted change of its first logit node when each feature is set to 0."""
+    n = g.nodes
+    feat = torch.tensor((n["kind"] == "feature").to_numpy())
+    acts = torch.tensor(n["activation"].to_numpy(), dtype=torch.float64)[feat]
+    A = g.adjacency.double()
+    J = A[feat][:, feat] / acts[None, :]                              # d pre_t / d a_s, direct
+    logit_row = int(torch.tensor((n["kind"] == "logit").to_numpy()).nonzero()[0])
+    j = A[logit_row, feat] / acts
+    total = torch.linalg.solve((torch.eye(len(acts), dtype=torch.float64) - J).T, j)   # j (I - J)^-1
+    return -total * acts
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=50)
+    ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dictionaries", default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    model = interp.load()
+    tc = load_dictionaries(args.dictionaries, model) if args.dictionaries else cached_transcoders(model)
+    if tc is None:
+        raise SystemExit("no transcoders cached at the default settings: run studies/features_full/run.py first")
+    known, t0 = [], time.time()
+    for r in load_records(split="test", model=model):
+        with torch.no_grad():
+            top = int(model.run(r.prompt.format(r.subject))[0, -1].argmax())
+        if model.to_str_tokens(torch.tensor([top]))[0] == r.target_true:
+            known.append(r.to_dict())
+    # clean / corrupted pairs (subject swapped within a relation): the graphs read the clean prompts, the layer
+    # comparison patches MLP outputs from clean into corrupted on the same pairs
+    pairs = interp.patching.fact_pairs(model, known, n=args.n, seed=args.seed)
+    chosen = [(m["case_id"], prompt, answer) for m, prompt, answer in zip(pairs.meta, pairs.clean, pairs.answers)]
+    pairs_pred, pairs_meas, per_prompt, layer_inf = [], [], [], torch.zeros(model.n_layers)
+    for case_id, prompt, answer in chosen:
+        t = time.time()
+        g = interp.attribution_graph(model, tc, prompt, targets=[answer])
+        pred = predicted_ablation(g)
+        n = g.nodes
+        feats = n[n["kind"] == "feature"].reset_index()
+        order = feats["influence"].sort_values(ascending=False).index[: args.top]
+        toks = model.to_tokens(prompt)
+        tid = model.encode(answer, prepend_bos=False)[0]
+        with torch.no_grad():
+            base = model.forward(toks)[0, -1].float()
+        base_v = float(base[tid] - base.mean())
+        meas, prd = [], []
+        for i in order:
+            row = feats.loc[i]
+            edit = [(int(row["layer"]), int(row["feature"]), "ablate", 0.0, [int(row["pos"])])]
+            with torch.no_grad(), interp.features.intervene(model, tc, edit):
+                lg = model.forward(toks)[0, -1].float()
+            meas.append(float(lg[tid] - lg.mean()) - base_v)
+            prd.append(float(pred[i]))
+        pairs_pred += prd
+        pairs_meas += meas
+        for L in range(model.n_layers):
+            layer_inf[L] += float(feats[feats["layer"] == L]["influence"].sum())
+        per_prompt.append({"case_id": case_id, "prompt": prompt, "target": answer, "predicted": prd,
+                           "measured": meas, "summary": g.summary(), "seconds": round(time.time() - t, 1),
+                           "scores": g.scores})
+        print(f"{len(per_prompt)}/{len(chosen)} {prompt!r}: sign agreement "
+              f"{sum((a > 0) == (b > 0) for a, b in zip(prd, meas))}/{len(prd)}, {time.time() - t:.0f} s", flush=True)
+    patch = interp.activation_patching(model, pairs, over="mlp_out", positions="all")
+    patch_by_layer = patch.values.mean(-1).tolist() if patch.values.dim() > 1 else patch.values.tolist()
+    sign = sum((a > 0) == (b > 0) for a, b in zip(pairs_pred, pairs_meas)) / max(len(pairs_pred), 1)
+    doc = {"n_prompts": len(chosen), "top": args.top, "sign_agreement": sign,
+           "spearman_feature_effects": spearman(pairs_pred, pairs_meas),
+           "graph_layer_influence": (layer_inf / max(len(chosen), 1)).tolist(),
+           "patching_layer_effect": patch_by_layer,
+           "spearman_layers": spearman(layer_inf.tolist(), patch_by_layer), "prompts": per_prompt,
+           "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+           "command": f"python studies/graphs_faithfulness/run.py --n {args.n} --top {args.top} --threads "
+                      f"{args.threads} --seed {args.seed}", "dictionaries": tc.settings,
+           "machine": {"cores": os.cpu_count(), "threads": args.threads, "torch": torch.__version__,
+                       "python": platform.python_version()}, "seconds": round(time.time() - t0)}
+    (HERE / "results.json").write_text(json.dumps(doc, indent=1))
+    print(f"sign agreement {sign:.3f} over {len(pairs_pred)} ablations; Spearman {doc['spearman_feature_effects']:.3f}; "
+          f"layers: Spearman {doc['spearman_layers']:.3f}")
+
+
+if __name__ == "__main__":
+    main()

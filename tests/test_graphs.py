@@ -147,6 +147,13 @@ def test_logit_nodes_and_bad_input(tiny_llama):
     n = int((top.values.cumsum(0) < 0.5).sum()) + 1
     assert logits["feature"].tolist() == top.indices[: min(n, 3)].tolist()
     assert 0 <= g.scores["replacement"] <= 1 and 0 <= g.scores["completeness"] <= 1
+    # the BOS position's features are folded into its error nodes unless asked for; the sum is the same
+    feats = g.nodes[g.nodes["kind"] == "feature"]
+    assert (feats["pos"] > 0).all()
+    with_bos = LocalReplacement(m, tc, TEXT, bos_features=True)
+    assert (with_bos.acts[0][0] > 0).any()
+    with torch.no_grad():
+        torch.testing.assert_close(with_bos.run(1)[0], LocalReplacement(m, tc, TEXT).run(1)[0], rtol=1e-5, atol=1e-5)
     assert g.summary().startswith("attribution graph of")
     g.to_json()
     g.plot()

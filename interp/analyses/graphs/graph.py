@@ -150,14 +150,16 @@ def _fill(out, rows, g, lrm, feature_index, err0, emb0):
 
 
 def attribution_graph(model, transcoders, text, *, targets=None, max_logits: int = 10, cumulative: float = 0.95,
-                      node_threshold: float = 0.8, edge_threshold: float = 0.98, batch: int = 64) -> AttributionGraph:
+                      node_threshold: float = 0.8, edge_threshold: float = 0.98, batch: int = 64,
+                      bos_features: bool = False) -> AttributionGraph:
     """The attribution graph of ``text`` (see the module docstring); pruned to ``node_threshold`` /
-    ``edge_threshold`` of cumulative influence (circuit-tracer's defaults)."""
+    ``edge_threshold`` of cumulative influence (circuit-tracer's defaults); ``bos_features``: keep the BOS
+    position's features as nodes (default: folded into that position's error nodes)."""
     import pandas as pd
 
     from .prune import graph_scores, prune
 
-    lrm = LocalReplacement(model, transcoders, text)
+    lrm = LocalReplacement(model, transcoders, text, bos_features=bos_features)
     probs = torch.softmax(lrm.logits, -1)
     logit_ids = logit_targets(model, probs, targets=targets, max_logits=max_logits, cumulative=cumulative)
     n_layers, n_pos = model.n_layers, lrm.n_pos

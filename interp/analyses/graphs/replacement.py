@@ -13,6 +13,9 @@ hook_resid_pre``) and one at each MLP write. The gradient of a target with respe
 is the target's sensitivity to anything written there; a source's edge is its written vector dotted with it:
 ``a_f * W_dec[f] * out_scale`` for a feature, the error vector for an error node, the embedding for a token.
 
+The BOS position's MLP writes are the same on every prompt (attention sinks, not content): unless
+``bos_features``, that position's features are folded into its error node (the sum is unchanged).
+
 Targets are read where they are computed: a feature's pre-activation is ``W_enc[:, f] · x / in_scale + b_enc[f]``
 of its layer's MLP input ``x`` (after the frozen pre-norm); a logit target is the logit minus the mean logit at the
 last position. Rows of targets run as one batch of copies of the prompt, each row backpropagating its own target.
@@ -28,7 +31,7 @@ from ..features.use import as_set
 class LocalReplacement:
     """Built from one clean run of ``text``; ``run(rows)`` is the frozen forward of ``rows`` copies of it."""
 
-    def __init__(self, model, transcoders, text):
+    def __init__(self, model, transcoders, text, *, bos_features: bool = False):
         self.model = model
         ds = as_set(transcoders).check(model)
         if any(d.kind != "transcoder" for _, d in ds):
@@ -60,6 +63,8 @@ class LocalReplacement:
                     continue
                 x = cache[self.read[i]][0].float()
                 a = d.encode(x)                                                # [pos, width]
+                if not bos_features and int(self.tokens[0, 0]) == model.bos_token_id:
+                    a[0] = 0      # the BOS position's write is the same on every prompt: one error node, not features
                 self.acts[i] = a
                 self.feature_write[i] = (a @ d.W_dec.float()) * d.out_scale.float()
                 self.error[i] = y - d.decode(a, x).float()

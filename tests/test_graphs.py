@@ -263,3 +263,27 @@ def test_graph_command_writes_json_view_and_circuit_tracer_file(embedded, tmp_pa
     assert [n["clerp"] for n in ct["nodes"] if n["feature_type"] == "logit"][0].startswith('Output " Paris"')
     code = cli.main(["graph", "hello", "--dictionaries", str(tmp_path / "tc"), "--batch", "0", "--json"])
     assert code == 2 and "--batch" in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_capped_rows_are_the_most_influential_and_equal_the_full_graph_rows(tiny_llama):
+    m = tiny_llama
+    tc = _transcoders(m, range(m.n_layers))
+    full = attribution_graph(m, tc, TEXT, max_logits=2, batch=8)
+    capped = attribution_graph(m, tc, TEXT, max_logits=2, batch=8, max_feature_nodes=20)
+    assert capped.meta["feature_rows"] == 20 and full.meta["feature_rows"] == int((full.nodes["kind"] == "feature").sum())
+    rows = capped.adjacency.abs().sum(1) > 0
+    feat = torch.tensor((capped.nodes["kind"] == "feature").to_numpy())
+    assert int((rows & feat).sum()) <= 20
+    # a computed row is the same row as in the full graph; the logit rows are always there
+    torch.testing.assert_close(capped.adjacency[rows], full.adjacency[rows], rtol=1e-5, atol=1e-6)
+    logit = torch.tensor((capped.nodes["kind"] == "logit").to_numpy())
+    torch.testing.assert_close(capped.adjacency[logit], full.adjacency[logit])
+    # the first batch: the 8 features of largest influence through the logit rows alone
+    only_logits = torch.zeros_like(full.adjacency)
+    only_logits[logit] = full.adjacency[logit]
+    w = torch.zeros(len(full.nodes))
+    w[logit] = full.logit_probs
+    first = influence(normalise(only_logits), w)[feat].topk(8).indices
+    assert rows[first].all()
+    with pytest.raises(ValueError, match="max_feature_nodes"):
+        attribution_graph(m, tc, TEXT, max_feature_nodes=0)

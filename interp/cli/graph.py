@@ -22,6 +22,8 @@ def add_cli(subparsers) -> None:
     p.add_argument("--node-threshold", type=float, default=0.8, help="cumulative influence kept (default 0.8)")
     p.add_argument("--edge-threshold", type=float, default=0.98, help="cumulative edge score kept (default 0.98)")
     p.add_argument("--batch", type=int, default=64, help="targets per backward pass (default 64)")
+    p.add_argument("--max-feature-nodes", type=int, default=None,
+                   help="feature rows computed, in influence order (default: every active feature)")
     p.add_argument("--top", type=int, default=15, help="kept features listed, by influence (default 15)")
     p.add_argument("--circuit-tracer", default=None, metavar="FILE",
                    help="also write the pruned graph in circuit-tracer's graph-file layout (JSON)")
@@ -35,6 +37,7 @@ def cli_graph(args, model=None) -> dict:
     check_int("--max-logits", args.max_logits, 1)
     check_int("--batch", args.batch, 1)
     check_int("--top", args.top, 1)
+    check_int("--max-feature-nodes", args.max_feature_nodes, 1, allow_none=True)
     path = html_path(args)
     ct = Path(args.circuit_tracer) if args.circuit_tracer else None
     if ct is not None and not ct.parent.is_dir():
@@ -43,7 +46,8 @@ def cli_graph(args, model=None) -> dict:
         model = load_model(args)
     ds = dictionaries_for(args, model)
     g = attribution_graph(model, ds, args.text, targets=args.target, max_logits=args.max_logits,
-                          node_threshold=args.node_threshold, edge_threshold=args.edge_threshold, batch=args.batch)
+                          node_threshold=args.node_threshold, edge_threshold=args.edge_threshold, batch=args.batch,
+                          max_feature_nodes=args.max_feature_nodes)
     data = g.to_json()
     kept = g.nodes[g.nodes["kept"] & (g.nodes["kind"] == "feature")].sort_values("influence", ascending=False)
     lines = [g.summary()] + [f"  L{int(r.layer):>2} pos {int(r.pos):>2} {r.token!r:<14} feature {int(r.feature):>6}  "

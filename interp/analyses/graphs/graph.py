@@ -151,13 +151,17 @@ def _fill(out, rows, g, lrm, feature_index, err0, emb0):
 
 def attribution_graph(model, transcoders, text, *, targets=None, max_logits: int = 10, cumulative: float = 0.95,
                       node_threshold: float = 0.8, edge_threshold: float = 0.98, batch: int = 64,
-                      bos_features: bool = False) -> AttributionGraph:
+                      bos_features: bool = False, max_feature_nodes: int | None = None) -> AttributionGraph:
     """The attribution graph of ``text`` (see the module docstring); pruned to ``node_threshold`` /
     ``edge_threshold`` of cumulative influence (circuit-tracer's defaults); ``bos_features``: keep the BOS
-    position's features as nodes (default: folded into that position's error nodes)."""
+    position's features as nodes (default: folded into that position's error nodes). ``max_feature_nodes``:
+    compute at most this many feature rows, in influence order (the logits' rows first, then, batch by batch, the
+    features of largest influence through the rows so far); features left out keep their edges into the computed
+    rows, and have none coming in."""
     import pandas as pd
 
-    from .prune import graph_scores, prune
+    from ...core.inputs import check_int
+    from .prune import graph_scores, influence, normalise, prune
 
     lrm = LocalReplacement(model, transcoders, text, bos_features=bos_features)
     probs = torch.softmax(lrm.logits, -1)
@@ -184,14 +188,25 @@ def attribution_graph(model, transcoders, text, *, targets=None, max_logits: int
     nodes = pd.DataFrame(rows, columns=["kind", "layer", "pos", "feature", "token", "activation"])
     n = len(nodes)
     n_feat = len(feature_index)
-    targets_all = [("feature", *k) for k in feature_index] + [("logit", t) for t in logit_ids]
-    A = torch.zeros(n, n)
-    got = compute_rows(lrm, targets_all, feature_index, n, batch)
-    A[:n_feat] = got[:n_feat]
-    A[n - len(logit_ids):] = got[n_feat:]
     logit_probs = probs[logit_ids]
-    node_mask, edge_mask, influence = prune(A, nodes["kind"].to_numpy(), logit_probs, node_threshold, edge_threshold)
-    nodes["influence"] = influence.numpy()
+    A = torch.zeros(n, n)
+    A[n - len(logit_ids):] = compute_rows(lrm, [("logit", t) for t in logit_ids], feature_index, n, batch)
+    keys = list(feature_index)
+    done = torch.zeros(n_feat, dtype=torch.bool)
+    limit = n_feat if max_feature_nodes is None else min(check_int("max_feature_nodes", max_feature_nodes, 1), n_feat)
+    w = torch.zeros(n)
+    w[n - len(logit_ids):] = logit_probs
+    if limit == n_feat:      # every row: no order needed
+        A[:n_feat] = compute_rows(lrm, [("feature", *k) for k in keys], feature_index, n, batch)
+        done[:] = True
+    while int(done.sum()) < limit:
+        # the next rows: the features of largest influence on the logits through the rows computed so far
+        inf = influence(normalise(A), w)[:n_feat].masked_fill(done, -1.0)
+        pick = inf.topk(min(batch, limit - int(done.sum()))).indices
+        A[pick] = compute_rows(lrm, [("feature", *keys[i]) for i in pick.tolist()], feature_index, n, batch)
+        done[pick] = True
+    node_mask, edge_mask, node_inf = prune(A, nodes["kind"].to_numpy(), logit_probs, node_threshold, edge_threshold)
+    nodes["influence"] = node_inf.numpy()
     nodes["kept"] = node_mask.numpy()
     scores = graph_scores(A, nodes["kind"].to_numpy(), logit_probs)
     scores.update({f"pruned_{k}": v for k, v in graph_scores(A * edge_mask, nodes["kind"].to_numpy(),
@@ -200,4 +215,4 @@ def attribution_graph(model, transcoders, text, *, targets=None, max_logits: int
                             meta={"text": text if isinstance(text, str) else "", "n_layers": n_layers,
                                   "token_ids": lrm.tokens[0].tolist(), "model": model.source,
                                   "node_threshold": node_threshold, "edge_threshold": edge_threshold,
-                                  "layers_with_transcoders": sorted(lrm.acts)})
+                                  "layers_with_transcoders": sorted(lrm.acts), "feature_rows": int(done.sum())})

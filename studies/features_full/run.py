@@ -33,6 +33,8 @@ def main():
     ap.add_argument("--ce-tokens", type=int, default=8192)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    # the commit the code ran at, read before the hours of work (HEAD may move while it runs)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     model = interp.load(args.model)
     t = time.time()
     tc = interp.train_transcoders(model)
@@ -41,8 +43,7 @@ def main():
     q = evaluate_transcoders(model, tc, tokens=args.eval_tokens, ce_tokens=args.ce_tokens)
     eval_s = time.time() - t
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
-    doc = {**q.to_json(), "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True,
-                                                    text=True).stdout.strip(),
+    doc = {**q.to_json(), "commit": commit,
            "command": f"python studies/features_full/run.py --threads {args.threads} --eval-tokens {args.eval_tokens}",
            "model": model.source, "train_seconds_this_call": round(train_s), "eval_seconds": round(eval_s),
            "machine": {"cpu": cpu, "cores": os.cpu_count(), "threads": args.threads, "torch": torch.__version__,

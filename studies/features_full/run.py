@@ -44,7 +44,8 @@ def main():
     eval_s = time.time() - t
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     doc = {**q.to_json(), "commit": commit,
-           "command": f"python studies/features_full/run.py --threads {args.threads} --eval-tokens {args.eval_tokens}",
+           "command": f"python studies/features_full/run.py --threads {args.threads} --eval-tokens {args.eval_tokens} "
+                      f"--ce-tokens {args.ce_tokens}",
            "model": model.source, "train_seconds_this_call": round(train_s), "eval_seconds": round(eval_s),
            "machine": {"cpu": cpu, "cores": os.cpu_count(), "threads": args.threads, "torch": torch.__version__,
                        "python": platform.python_version()},

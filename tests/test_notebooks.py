@@ -55,7 +55,7 @@ def test_the_notebooks_are_there():
     names = {p.name for p in NOTEBOOKS}
     for expected in ("00_quickstart.ipynb", "01_residual_stream_and_logit_lens.ipynb", "02_attention_patterns.ipynb",
                      "03_ffn_neurons.ipynb", "04_induction_heads.ipynb", "05_rome_fact_editing.ipynb",
-                     "06_activation_patching.ipynb"):
+                     "06_activation_patching.ipynb", "07_two_models.ipynb", "08_features.ipynb"):
         assert expected in names
 
 

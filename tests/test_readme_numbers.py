@@ -59,3 +59,28 @@ def test_a_number_edited_by_hand_is_caught():
     assert _close("94.0", 94.00000000000001) and not _close("94.1", 94.00000000000001)
     assert _close("100", 99.6) and not _close("100", 99.4) and _close("0.39", 0.38646773864397643)
     assert not _close("0.38", 0.38646773864397643)
+
+
+def test_transcoder_paragraph_is_the_stored_full_run():
+    import statistics
+
+    doc = json.loads((ROOT / "studies/features_full/quality.json").read_text())
+    rows = doc["rows"]
+    text = README[README.index("Transcoders for all 30 layers"):]
+    text = text[:text.index("\n\n")]
+
+    def shown(label):
+        m = re.search(re.escape(label) + r"\s*([-+]?\d+(?:\.\d+)?)", text)
+        assert m, f"README's transcoder paragraph has no number after {label!r}"
+        return m.group(1)
+
+    median = {k: statistics.median(r[k] for r in rows) for k in ("fvu", "fvu_neurons", "ce_score", "ce_score_neurons")}
+    assert _close(shown("median FVU"), median["fvu"])
+    assert _close(shown("k largest neurons:"), median["fvu_neurons"])
+    assert _close(shown("median CE-loss score"), median["ce_score"])
+    assert _close(shown("the neuron baseline"), median["ce_score_neurons"])
+    assert _close(shown("at most"), 100 * max(r["dead_frac"] for r in rows))
+    assert _close(shown("every layer replaced"), 100 * doc["stack"]["top1_agreement"])
+    assert len(rows) == 30 and doc["settings"]["tokens"] >= 200_000
+    meet = sum(r["fvu"] <= 0.5 * r["fvu_neurons"] for r in rows)
+    assert f"{meet} of 30 layers" in " ".join(text.split())

@@ -48,10 +48,10 @@ def test_frozen_replacement_reproduces_the_real_logits(which, request):
     assert m.attached_hook_count() == 0
 
 
-def _frozen_targets(lrm, targets, taps):
-    """Each target's value in the frozen forward with ``taps`` added: a feature's pre-activation, or a logit minus
-    the mean logit at the last position."""
-    logits, reads = lrm.run(1, taps=taps, keep_reads=True)
+def _frozen_targets(lrm, targets, taps, *, zero_sources=False):
+    """Each target's value in the frozen forward with ``taps`` added (``zero_sources``: every source at zero, which
+    leaves the constant terms): a feature's pre-activation, or a logit minus the mean logit at the last position."""
+    logits, reads = lrm.run(1, taps=taps, keep_reads=True, zero_sources=zero_sources)
     out = []
     for t in targets:
         if t[0] == "logit":
@@ -61,7 +61,7 @@ def _frozen_targets(lrm, targets, taps):
             _, L, p, f = t
             d = lrm.dicts[L]
             out.append(d.pre(d.normalise(reads[L][0, p:p + 1].float()))[0, f])
-    return torch.stack(out)
+    return torch.stack(out).float()
 
 
 def test_edges_sum_to_each_pre_activation_and_equal_the_explicit_jacobian(tiny_llama):
@@ -79,7 +79,7 @@ def test_edges_sum_to_each_pre_activation_and_equal_the_explicit_jacobian(tiny_l
     row_index = list(feats.index) + list(nodes.index[kinds == "logit"])
     with torch.no_grad():
         value = _frozen_targets(lrm, rows, {})
-        const = _frozen_targets_zero(lrm, rows)
+        const = _frozen_targets(lrm, rows, {}, zero_sources=True)
     A = g.adjacency
     # (1) incoming edges + constant terms = the value (the frozen model is affine in its sources)
     total = A[row_index].sum(1) + const
@@ -120,21 +120,6 @@ def _at(n_pos, pos, vec):
     t = torch.zeros(1, n_pos, vec.shape[-1])
     t[0, pos] = vec
     return t
-
-
-def _frozen_targets_zero(lrm, rows):
-    """The constant terms: every target's value with every source (embeddings, features, errors) at zero."""
-    logits, reads = lrm.run(1, zero_sources=True, keep_reads=True)
-    out = []
-    for t in rows:
-        if t[0] == "logit":
-            last = logits[0, -1].float()
-            out.append(last[t[1]] - last.mean())
-        else:
-            _, L, p, f = t
-            dd = lrm.dicts[L]
-            out.append(dd.pre(dd.normalise(reads[L][0, p:p + 1].float()))[0, f])
-    return torch.stack(out).float()
 
 
 def test_logit_nodes_and_bad_input(tiny_llama):

@@ -6,7 +6,7 @@ nodes, the adjacency computed by batched backward passes) · prune (influence, p
 completeness scores, as circuit-tracer defines them).
 """
 
-from .graph import AttributionGraph, attribution_graph
+from .graph import AttributionGraph, GraphSettings, attribution_graph
 from .replacement import LocalReplacement
 
-__all__ = ["AttributionGraph", "LocalReplacement", "attribution_graph"]
+__all__ = ["AttributionGraph", "GraphSettings", "LocalReplacement", "attribution_graph"]

@@ -149,21 +149,42 @@ def _fill(out, rows, g, lrm, feature_index, err0, emb0):
         out[rows, cols] = eff
 
 
-def attribution_graph(model, transcoders, text, *, targets=None, max_logits: int = 10, cumulative: float = 0.95,
-                      node_threshold: float = 0.8, edge_threshold: float = 0.98, batch: int = 64,
-                      bos_features: bool = False, max_feature_nodes: int | None = None) -> AttributionGraph:
-    """The attribution graph of ``text`` (see the module docstring); pruned to ``node_threshold`` /
-    ``edge_threshold`` of cumulative influence (circuit-tracer's defaults); ``bos_features``: keep the BOS
-    position's features as nodes (default: folded into that position's error nodes). ``max_feature_nodes``:
-    compute at most this many feature rows, in influence order (the logits' rows first, then, batch by batch, the
-    features of largest influence through the rows so far); features left out keep their edges into the computed
-    rows, and have none coming in."""
+@dataclass(frozen=True)
+class GraphSettings:
+    """``max_logits`` / ``cumulative``: the logit nodes (most probable tokens to that probability, at most that
+    many) unless targets are given; ``node_threshold`` / ``edge_threshold``: the cumulative influence pruning keeps
+    (circuit-tracer's defaults); ``batch``: targets per backward pass; ``bos_features``: keep the BOS position's
+    features as nodes (default: folded into that position's error nodes); ``max_feature_nodes``: compute at most
+    this many feature rows, in influence order (the logits' rows first, then, batch by batch, the features of
+    largest influence through the rows so far; features left out keep their edges into the computed rows)."""
+
+    max_logits: int = 10
+    cumulative: float = 0.95
+    node_threshold: float = 0.8
+    edge_threshold: float = 0.98
+    batch: int = 64
+    bos_features: bool = False
+    max_feature_nodes: int | None = None
+
+
+def attribution_graph(model, transcoders, text, *, targets=None, settings: GraphSettings | None = None,
+                      **overrides) -> AttributionGraph:
+    """The attribution graph of ``text`` (see the module docstring); options: :class:`GraphSettings` fields, as
+    ``settings`` or keywords."""
+    from dataclasses import fields, replace
+
+    known = {f.name for f in fields(GraphSettings)}
+    if set(overrides) - known:
+        raise TypeError(f"unknown graph settings {sorted(set(overrides) - known)}; allowed: {', '.join(sorted(known))}")
+    o = replace(settings or GraphSettings(), **overrides)
+    max_logits, cumulative, batch, max_feature_nodes = o.max_logits, o.cumulative, o.batch, o.max_feature_nodes
+    node_threshold, edge_threshold = o.node_threshold, o.edge_threshold
     import pandas as pd
 
     from ...core.inputs import check_int
     from .prune import graph_scores, influence, normalise, prune
 
-    lrm = LocalReplacement(model, transcoders, text, bos_features=bos_features)
+    lrm = LocalReplacement(model, transcoders, text, bos_features=o.bos_features)
     probs = torch.softmax(lrm.logits, -1)
     logit_ids = logit_targets(model, probs, targets=targets, max_logits=max_logits, cumulative=cumulative)
     n_layers, n_pos = model.n_layers, lrm.n_pos

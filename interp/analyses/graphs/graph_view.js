@@ -85,7 +85,7 @@
     }
     function showNode(i) {
       var n = d.nodes[i];
-      panel.innerHTML = "";
+      while (panel.firstChild) panel.removeChild(panel.firstChild);
       panel.appendChild(V.el("h3", "", nodeLines(n)[0]));
       var inputs = d.edges.filter(function (e) { return e[1] === i; })
         .sort(function (a, b) { return Math.abs(b[2]) - Math.abs(a[2]); }).slice(0, 8);

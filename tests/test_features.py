@@ -317,7 +317,7 @@ def test_every_single_ablation_matches_its_own_intervention(tiny_llama):
     assert m.attached_hook_count() == 0
     with pytest.raises(ValueError, match="units='heads'"):
         ablation_effects(m, ds, 1, text, units="heads")
-    with pytest.raises(ValueError, match="tokens; give a single-token answer"):
+    with pytest.raises(ValueError, match="not one token"):
         ablation_effects(m, ds, 1, text, answer=" the capital of France and Paris")
 
 def test_feature_scan_merges_exactly_and_the_card_reads_it(tiny_llama):

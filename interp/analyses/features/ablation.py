@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ...core.hooks import capture
 from ...core.inputs import decode
 from ...core.results import Result, new_figure, save_fig
 from .use import as_set
@@ -56,7 +55,7 @@ class AblationEffects(Result):
 
     def to_json(self) -> dict:
         return {**super().to_json(), "key": self.key, "units": self.units, "answer": self.answer, "rival": self.rival,
-                "clean_margin": self.clean_margin, "rows": self.frame.to_dict(orient="records")}
+                "clean_margin": self.clean_margin}
 
     def plot(self, *, out=None):
         fig = new_figure(figsize=(6, 3))
@@ -87,10 +86,10 @@ def ablation_effects(model, dictionaries, key, text: str, *, units: str = "featu
     toks = model.to_tokens(text).to(model.device)                        # [1, pos]
     strs = model.to_str_tokens(toks[0])
     with torch.no_grad():
-        store, _ = capture(model, toks, [d.site.read, hidden], description="ablation effects")
-        clean = model.forward(toks)[0, -1].float()                       # [vocab]
-    ans = _token(model, answer) if answer is not None else int(clean.argmax())
-    riv = _token(model, rival) if rival is not None else int(clean.topk(2).indices[1 if clean.argmax() == ans else 0])
+        logits, store = model.run_with_cache(toks, [d.site.read, hidden])   # one clean forward
+    clean = logits[0, -1].float()                                         # [vocab]
+    ans = model.to_single_token(answer) if answer is not None else int(clean.argmax())
+    riv = model.to_single_token(rival) if rival is not None else int(clean.topk(2).indices[1 if clean.argmax() == ans else 0])
     if riv == ans:
         raise ValueError(f"rival {rival!r} is the answer itself; give another token")
     margin = float(clean[ans] - clean[riv])
@@ -136,9 +135,3 @@ def ablation_effects(model, dictionaries, key, text: str, *, units: str = "featu
     return AblationEffects(frame, key, units, decode(model, ans), decode(model, riv), margin,
                            meta={"text": text, "positions": len(strs)})
 
-
-def _token(model, s: str) -> int:
-    ids = model.encode(s, prepend_bos=False)
-    if len(ids) != 1:
-        raise ValueError(f"{s!r} is {len(ids)} tokens; give a single-token answer or rival")
-    return ids[0]

@@ -99,10 +99,7 @@ def logit_targets(model, probs: torch.Tensor, *, targets=None, max_logits: int =
         ids = []
         for t in ([targets] if isinstance(targets, (str, int)) else targets):
             if isinstance(t, str):
-                enc = model.encode(t, prepend_bos=False)
-                if len(enc) != 1:
-                    raise ValueError(f"target {t!r} is {len(enc)} tokens; give single tokens")
-                t = enc[0]
+                t = model.to_single_token(t)
             if not 0 <= int(t) < probs.shape[0]:
                 raise ValueError(f"target id {t}; allowed: 0..{probs.shape[0] - 1}")
             ids.append(int(t))

@@ -3,13 +3,15 @@
     OMP_NUM_THREADS=1 python benchmarks/bench_graph.py [--rows 3000] [--full]
 
 Transcoders of the default width and k at every layer, seeded starts (the speed does not depend on training);
-a 20-token prompt.
+a 20-token prompt (with BOS).
 
 graph_rows_seconds: seconds for the logit rows and ``--rows`` influence-ordered feature rows (target <= 60 s, one
 thread). graph_peak_rss_gb: the process's peak resident memory by then (target <= 2 GB).
 graph_rows_flop_efficiency: rows per second against the floor: one row is one vector-Jacobian product through the
 frozen model, about a forward of the prompt (2 FLOPs per weight per token), at the FLOP rate a plain no-grad
-forward of 64 copies of the prompt reaches in the same run (target >= 0.5).
+forward of 64 copies of the prompt reaches in the same run (target >= 0.5). The floor is generous: a row's
+backward starts at its target's layer and never passes through a real MLP (the frozen model's MLP paths are the
+transcoders' linear skip terms), so a row costs well under a forward and the figure can exceed 1.
 graph_full_seconds (with ``--full``): every active feature's row (target <= 300 s).
 """
 
@@ -22,7 +24,7 @@ import time
 
 import torch
 
-PROMPT = "The Eiffel Tower, which was built for the 1889 World's Fair, is located in the city of"
+PROMPT = "The Eiffel Tower, built in 1889, is located in the city of"          # 20 tokens with BOS
 
 
 def main() -> None:
@@ -59,7 +61,7 @@ def main() -> None:
     rows = g.meta["feature_rows"] + int((g.nodes["kind"] == "logit").sum())
     floor = rows * forward_flops_per_token(model, model.n_layers, n_tok) * n_tok / rate
     print(f"prompt_tokens: {n_tok}")
-    print(f"active_features: {int((g.nodes['kind'] == 'feature').sum())}")
+    print(f"active_features: {g.meta['active_features']}")
     print(f"graph_rows: {rows}")
     print(f"graph_rows_seconds: {secs:.1f}")
     print(f"graph_rows_flop_efficiency: {floor / secs:.3f}")

@@ -9,7 +9,8 @@ import torch
 from interp.analyses.features import Dictionary, DictionarySet, Site
 from interp.analyses.features.dictionary import model_info
 from interp.analyses.graphs import LocalReplacement, attribution_graph
-from interp.analyses.graphs.prune import graph_scores, influence, normalise, prune, threshold_value
+from interp.analyses.graphs.prune import (graph_scores, influence, influence_through_rows, normalise, prune,
+                                         threshold_value)
 
 TEXT = "Paris is the capital of France"
 
@@ -187,6 +188,14 @@ def test_influence_is_the_sum_over_paths():
     # has error input (1/4)
     out = inf + w
     assert s["completeness"] == pytest.approx(float((out.sum() - 0.25 * out[6]) / out.sum()))
+    # only some rows known (f1 and the logit): the influence of the graph whose other rows are zero
+    part = An.clone()
+    part[[0, 2]] = 0
+    rows = torch.tensor([1, 6])
+    torch.testing.assert_close(influence_through_rows(An[rows], rows, w[rows]), influence(part, w))
+    known = influence_through_rows(An[rows], rows, w[rows])
+    assert known[0] == pytest.approx(0.375) and known[5] == pytest.approx(0.375)    # through f1's row
+    assert known[4] == 0                                     # emb0 feeds only f0 and f2, whose rows are not known
     cyc = torch.zeros(2, 2)
     cyc[0, 1] = cyc[1, 0] = 1.0
     with pytest.raises(ValueError, match="cycle"):
@@ -250,25 +259,56 @@ def test_graph_command_writes_json_view_and_circuit_tracer_file(embedded, tmp_pa
     assert code == 2 and "--batch" in json.loads(capsys.readouterr().out)["error"]
 
 
-def test_capped_rows_are_the_most_influential_and_equal_the_full_graph_rows(tiny_llama):
+def test_capped_rows_are_the_most_influential_and_equal_the_full_graph_rows_folded(tiny_llama):
     m = tiny_llama
     tc = _transcoders(m, range(m.n_layers))
     full = attribution_graph(m, tc, TEXT, max_logits=2, batch=8)
     capped = attribution_graph(m, tc, TEXT, max_logits=2, batch=8, max_feature_nodes=20)
-    assert capped.meta["feature_rows"] == 20 and full.meta["feature_rows"] == int((full.nodes["kind"] == "feature").sum())
-    rows = capped.adjacency.abs().sum(1) > 0
-    feat = torch.tensor((capped.nodes["kind"] == "feature").to_numpy())
-    assert int((rows & feat).sum()) <= 20
-    # a computed row is the same row as in the full graph; the logit rows are always there
-    torch.testing.assert_close(capped.adjacency[rows], full.adjacency[rows], rtol=1e-5, atol=1e-6)
-    logit = torch.tensor((capped.nodes["kind"] == "logit").to_numpy())
-    torch.testing.assert_close(capped.adjacency[logit], full.adjacency[logit])
-    # the first batch: the 8 features of largest influence through the logit rows alone
+    fn, cn = full.nodes, capped.nodes
+    n_active = int((fn["kind"] == "feature").sum())
+    assert full.meta["feature_rows"] == n_active == capped.meta["active_features"]
+    assert capped.meta["feature_rows"] == 20 == int((cn["kind"] == "feature").sum())
+    assert "20 with rows" in capped.summary()
+
+    # every node of the capped graph, found in the full graph by its identity
+    def key(r):
+        return (r.kind, None if r.kind in ("embedding", "logit") else int(r.layer), int(r.pos),
+                None if r.kind in ("error", "embedding") else int(r.feature))
+    where = {key(r): i for i, r in enumerate(fn.itertuples())}
+    to_full = [where[key(r)] for r in cn.itertuples()]
+    error_of = {(int(r.layer), int(r.pos)): i for i, r in enumerate(cn.itertuples()) if r.kind == "error"}
+    kept = set(to_full)
+    # the expected capped rows, by hand: each full-graph source goes to its own node if kept, else to its error node
+    for i, r in enumerate(cn.itertuples()):
+        if r.kind not in ("feature", "logit"):
+            assert not capped.adjacency[i].any()
+            continue
+        expect = torch.zeros(len(cn))
+        for j, w in enumerate(full.adjacency[to_full[i]].tolist()):
+            if j in kept:
+                expect[to_full.index(j)] += w
+            else:
+                s_ = fn.iloc[j]
+                assert s_["kind"] == "feature"
+                expect[error_of[(int(s_["layer"]), int(s_["pos"]))]] += w
+        torch.testing.assert_close(capped.adjacency[i], expect, rtol=1e-5, atol=1e-6)
+    # the first batches: the features of largest influence through the logit rows alone
+    logit = torch.tensor((fn["kind"] == "logit").to_numpy())
+    feat = torch.tensor((fn["kind"] == "feature").to_numpy())
     only_logits = torch.zeros_like(full.adjacency)
     only_logits[logit] = full.adjacency[logit]
-    w = torch.zeros(len(full.nodes))
+    w = torch.zeros(len(fn))
     w[logit] = full.logit_probs
-    first = influence(normalise(only_logits), w)[feat].topk(8).indices
-    assert rows[first].all()
+    first = influence(normalise(only_logits), w)[feat].topk(20).indices
+    assert set(first.tolist()) == {j for j in to_full if j < n_active}
+    # an error node's activation: the norm of the error plus the folded features' writes
+    lrm = LocalReplacement(m, tc, TEXT)
+    L, p = 1, 3
+    d = tc[L]
+    a = lrm.acts[L][p].clone()
+    for r in cn[(cn["kind"] == "feature") & (cn["layer"] == L) & (cn["pos"] == p)].itertuples():
+        a[r.feature] = 0
+    want = (lrm.error[L][p] + (a @ d.W_dec.detach().float()) * d.out_scale.detach().float()).norm()
+    assert float(cn.loc[error_of[(L, p)], "activation"]) == pytest.approx(float(want), rel=1e-5)
     with pytest.raises(ValueError, match="max_feature_nodes"):
         attribution_graph(m, tc, TEXT, max_feature_nodes=0)

@@ -1,7 +1,8 @@
 """``attribution_graph(model, transcoders, text)``: the direct-effect graph of one prompt in its local replacement
 model (:mod:`.replacement`), pruned by influence on the logits (:mod:`.prune`).
 
-Nodes, in this order: active features (layer, position, feature; ordered by layer, then position, then feature),
+Nodes, in this order: active features (layer, position, feature; ordered by layer, then position, then feature;
+with ``max_feature_nodes``, those given rows),
 error nodes (layer, position), token embeddings (position), logits (the top next tokens up to a cumulative
 probability of ``0.95``, at most ``max_logits``, or the ``targets`` given). ``adjacency[t, s]`` is the direct
 effect of source ``s`` on target ``t``: of a feature's pre-activation or a logit (minus the mean logit) — rows for
@@ -44,8 +45,11 @@ class AttributionGraph(Result):
         n = self.nodes
         kept = n[n["kept"]]
         logits = n[n["kind"] == "logit"]["token"].tolist()
-        return (f"attribution graph of {len(self.tokens)} tokens for {logits}: {int((n['kind'] == 'feature').sum())} "
-                f"active features, {int((kept['kind'] == 'feature').sum())} kept after pruning; replacement score "
+        active = self.meta.get("active_features", int((n["kind"] == "feature").sum()))
+        rows = self.meta.get("feature_rows", active)
+        folded = f" ({rows} with rows, the rest folded into error nodes)" if rows < active else ""
+        return (f"attribution graph of {len(self.tokens)} tokens for {logits}: {active} active features{folded}, "
+                f"{int((kept['kind'] == 'feature').sum())} kept after pruning; replacement score "
                 f"{self.scores['replacement']:.3f}, completeness {self.scores['completeness']:.3f}")
 
     def to_json(self) -> dict:
@@ -112,38 +116,53 @@ def logit_targets(model, probs: torch.Tensor, *, targets=None, max_logits: int =
     return i[: min(n, max_logits)].tolist()
 
 
-def compute_rows(lrm: LocalReplacement, targets: list, feature_index: dict, n_cols: int, batch: int) -> torch.Tensor:
-    """[len(targets), n_cols] direct effects of every source on each target (see the module docstring)."""
-    n_feat = len(feature_index)
-    err0, emb0 = n_feat, n_feat + lrm.model.n_layers * lrm.n_pos
-    out = torch.zeros(len(targets), n_cols)
+def compute_rows(lrm: LocalReplacement, targets: list, blocks: dict, out: torch.Tensor, batch: int) -> None:
+    """Fill ``out`` [len(targets), n_cols] with the direct effects of every source on each target (see the module
+    docstring); ``blocks``: :func:`source_blocks`."""
     for start in range(0, len(targets), batch):
         part = targets[start:start + batch]
-        g = lrm.tap_gradients(part, rows=min(batch, len(targets)))
-        rows = slice(start, start + len(part))
-        _fill(out, rows, g, lrm, feature_index, err0, emb0)
-    return out
+        _fill(out[start:start + len(part)], lrm.tap_gradients(part), lrm, blocks)
 
 
 @torch.no_grad()
-def _fill(out, rows, g, lrm, feature_index, err0, emb0):
-    """Each source's edge into the targets of ``rows``: its written vector dotted with the target's gradient at
-    the tap it is written to."""
-    n_layers, n_pos = lrm.model.n_layers, lrm.n_pos
-    out[rows, emb0:emb0 + n_pos] = (g["embed"] * lrm.embed).sum(-1)
-    for L in range(n_layers):
-        out[rows, err0 + L * n_pos: err0 + (L + 1) * n_pos] = (g[L] * lrm.error[L]).sum(-1)
+def source_blocks(lrm: LocalReplacement, feature_index: dict) -> dict:
+    """Every source's written vector, grouped by the tap it is written to: ``{"embed": (vectors [pos, d], columns
+    [pos]), L: (errors [pos, d], columns [pos], feature writes [pos, kmax, d], columns [pos, kmax])}``, each
+    feature's ``a_f * W_dec[f] * out_scale`` at its position, padded with zero vectors at column -1."""
+    n_feat, n_pos = len(feature_index), lrm.n_pos
+    err0, emb0 = n_feat, n_feat + lrm.model.n_layers * n_pos
+    blocks = {"embed": (lrm.embed, torch.arange(emb0, emb0 + n_pos))}
+    for L in range(lrm.model.n_layers):
+        err = (lrm.error[L], torch.arange(err0 + L * n_pos, err0 + (L + 1) * n_pos))
         if L not in lrm.acts:
+            blocks[L] = (*err, None, None)
             continue
-        d = lrm.dicts[L]
-        a = lrm.acts[L]                                                    # [pos, width]
-        pos, f = a.nonzero(as_tuple=True)
-        if len(f) == 0:
+        a, d = lrm.acts[L], lrm.dicts[L]
+        kmax = max(int((a != 0).sum(-1).max()), 1)
+        vecs = torch.zeros(n_pos, kmax, d.W_dec.shape[1])
+        cols = torch.full((n_pos, kmax), -1, dtype=torch.long)
+        for p in range(n_pos):
+            f = a[p].nonzero().flatten()
+            vecs[p, :len(f)] = a[p, f, None] * d.W_dec.float()[f] * d.out_scale.float()
+            cols[p, :len(f)] = torch.tensor([feature_index[(L, p, int(k))] for k in f], dtype=torch.long)
+        blocks[L] = (*err, vecs, cols)
+    return blocks
+
+
+@torch.no_grad()
+def _fill(out, g, lrm, blocks):
+    """Each source's edge into the targets of ``out``'s rows: its written vector dotted with the target's gradient
+    at the tap it is written to."""
+    vecs, cols = blocks["embed"]
+    out[:, cols] = torch.einsum("rpd,pd->rp", g["embed"], vecs)
+    for L in range(lrm.model.n_layers):
+        err, err_cols, feats, feat_cols = blocks[L]
+        out[:, err_cols] = torch.einsum("rpd,pd->rp", g[L], err)
+        if feats is None:
             continue
-        dec = d.W_dec.float()[f] * d.out_scale.float()                     # [n_active, d]
-        eff = (g[L][:, pos] * dec).sum(-1) * a[pos, f]                     # [rows, n_active]
-        cols = torch.tensor([feature_index[(L, int(p), int(k))] for p, k in zip(pos, f)])
-        out[rows, cols] = eff
+        eff = torch.bmm(g[L].transpose(0, 1), feats.transpose(1, 2))            # [pos, rows, kmax]
+        real = feat_cols >= 0
+        out[:, feat_cols[real]] = eff.transpose(0, 1)[:, real]                  # [rows, n_active]
 
 
 @dataclass(frozen=True)
@@ -152,8 +171,10 @@ class GraphSettings:
     many) unless targets are given; ``node_threshold`` / ``edge_threshold``: the cumulative influence pruning keeps
     (circuit-tracer's defaults); ``batch``: targets per backward pass; ``bos_features``: keep the BOS position's
     features as nodes (default: folded into that position's error nodes); ``max_feature_nodes``: compute at most
-    this many feature rows, in influence order (the logits' rows first, then, batch by batch, the features of
-    largest influence through the rows so far; features left out keep their edges into the computed rows)."""
+    this many feature rows, in influence order (the logits' rows first, then, every few batches, the features of
+    largest influence through the rows so far); a feature left without a row is folded into its (layer, position)
+    error node, as circuit-tracer's ``max_feature_nodes`` leaves it out of the graph (here its write still counts,
+    so every row still sums to its target's value)."""
 
     max_logits: int = 10
     cumulative: float = 0.95
@@ -170,22 +191,48 @@ def attribution_graph(model, transcoders, text, *, targets=None, settings: Graph
     ``settings`` or keywords."""
     from dataclasses import fields, replace
 
+    from ...core.inputs import check_int
+    from .prune import graph_scores, prune
+
     known = {f.name for f in fields(GraphSettings)}
     if set(overrides) - known:
         raise TypeError(f"unknown graph settings {sorted(set(overrides) - known)}; allowed: {', '.join(sorted(known))}")
     o = replace(settings or GraphSettings(), **overrides)
-    max_logits, cumulative, batch, max_feature_nodes = o.max_logits, o.cumulative, o.batch, o.max_feature_nodes
-    node_threshold, edge_threshold = o.node_threshold, o.edge_threshold
-    import pandas as pd
-
-    from ...core.inputs import check_int
-    from .prune import graph_scores, influence, normalise, prune
-
     lrm = LocalReplacement(model, transcoders, text, bos_features=o.bos_features)
     probs = torch.softmax(lrm.logits, -1)
-    logit_ids = logit_targets(model, probs, targets=targets, max_logits=max_logits, cumulative=cumulative)
-    n_layers, n_pos = model.n_layers, lrm.n_pos
+    logit_ids = logit_targets(model, probs, targets=targets, max_logits=o.max_logits, cumulative=o.cumulative)
     strs = model.to_str_tokens(lrm.tokens[0])
+    nodes, feature_index = _node_frame(model, lrm, strs, logit_ids)
+    n, n_feat, n_logit = len(nodes), len(feature_index), len(logit_ids)
+    logit_probs = probs[logit_ids]
+    limit = n_feat if o.max_feature_nodes is None else min(check_int("max_feature_nodes", o.max_feature_nodes, 1),
+                                                           n_feat)
+    blocks = source_blocks(lrm, feature_index)
+    if limit == n_feat:      # every row, in node order: no ranking needed, and batches stay within a layer
+        A = torch.zeros(n, n)
+        compute_rows(lrm, [("logit", t) for t in logit_ids], blocks, A[n - n_logit:], o.batch)
+        compute_rows(lrm, [("feature", *k) for k in feature_index], blocks, A[:n_feat], o.batch)
+    else:
+        E, row_nodes = _rows_in_influence_order(lrm, feature_index, blocks, logit_ids, logit_probs, limit, o.batch)
+        nodes, A = _fold_unvisited(lrm, nodes, feature_index, E, row_nodes)
+    kinds = nodes["kind"].to_numpy()
+    node_mask, edge_mask, node_inf = prune(A, kinds, logit_probs, o.node_threshold, o.edge_threshold)
+    nodes["influence"] = node_inf.numpy()
+    nodes["kept"] = node_mask.numpy()
+    scores = graph_scores(A, kinds, logit_probs)
+    scores.update({f"pruned_{k}": v for k, v in graph_scores(A * edge_mask, kinds, logit_probs).items()})
+    return AttributionGraph(nodes, A, logit_probs, strs, scores, edge_mask,
+                            meta={"text": text if isinstance(text, str) else "", "n_layers": model.n_layers,
+                                  "token_ids": lrm.tokens[0].tolist(), "model": model.source,
+                                  "node_threshold": o.node_threshold, "edge_threshold": o.edge_threshold,
+                                  "layers_with_transcoders": sorted(lrm.acts), "feature_rows": limit,
+                                  "active_features": n_feat})
+
+
+def _node_frame(model, lrm: LocalReplacement, strs: list, logit_ids: list):
+    """(nodes frame in the module docstring's order, ``{(layer, pos, feature): node index}``)."""
+    import pandas as pd
+
     rows = []
     for L in sorted(lrm.acts):
         a = lrm.acts[L]
@@ -193,44 +240,78 @@ def attribution_graph(model, transcoders, text, *, targets=None, settings: Graph
             rows.append({"kind": "feature", "layer": L, "pos": int(p), "feature": int(f), "token": strs[int(p)],
                          "activation": float(a[p, f])})
     feature_index = {(r["layer"], r["pos"], r["feature"]): i for i, r in enumerate(rows)}
-    for L in range(n_layers):
-        for p in range(n_pos):
+    for L in range(model.n_layers):
+        for p in range(lrm.n_pos):
             rows.append({"kind": "error", "layer": L, "pos": p, "feature": None, "token": strs[p],
                          "activation": float(lrm.error[L][p].norm())})
-    for p in range(n_pos):
+    for p in range(lrm.n_pos):
         rows.append({"kind": "embedding", "layer": None, "pos": p, "feature": None, "token": strs[p],
                      "activation": float(lrm.embed[p].norm())})
     for t in logit_ids:
-        rows.append({"kind": "logit", "layer": None, "pos": n_pos - 1, "feature": t, "token": decode(model, t),
+        rows.append({"kind": "logit", "layer": None, "pos": lrm.n_pos - 1, "feature": t, "token": decode(model, t),
                      "activation": float(lrm.logits[t] - lrm.logits.mean())})
-    nodes = pd.DataFrame(rows, columns=["kind", "layer", "pos", "feature", "token", "activation"])
-    n = len(nodes)
-    n_feat = len(feature_index)
-    logit_probs = probs[logit_ids]
-    A = torch.zeros(n, n)
-    A[n - len(logit_ids):] = compute_rows(lrm, [("logit", t) for t in logit_ids], feature_index, n, batch)
+    return pd.DataFrame(rows, columns=["kind", "layer", "pos", "feature", "token", "activation"]), feature_index
+
+
+RERANK_EVERY = 4        # batches of rows between re-rankings by influence (circuit-tracer's update_interval)
+
+
+def _rows_in_influence_order(lrm, feature_index, blocks, logit_ids, logit_probs, limit, batch):
+    """``(E [n_logits + limit, n], row_nodes)``: the logits' rows, then ``limit`` feature rows in influence order —
+    every ``RERANK_EVERY`` batches, the unvisited features of largest influence through the rows so far, computed
+    sorted by layer (a batch's backward pass starts at its highest layer)."""
+    from .prune import influence_through_rows, normalise
+
+    n_feat, n_logit = len(feature_index), len(logit_ids)
+    n = n_feat + (lrm.model.n_layers + 1) * lrm.n_pos + n_logit
     keys = list(feature_index)
+    E = torch.zeros(n_logit + limit, n)
+    row_nodes = torch.empty(n_logit + limit, dtype=torch.long)
+    compute_rows(lrm, [("logit", t) for t in logit_ids], blocks, E[:n_logit], batch)
+    row_nodes[:n_logit] = torch.arange(n - n_logit, n)
+    w = torch.zeros(n_logit + limit)
+    w[:n_logit] = logit_probs.float()
     done = torch.zeros(n_feat, dtype=torch.bool)
-    limit = n_feat if max_feature_nodes is None else min(check_int("max_feature_nodes", max_feature_nodes, 1), n_feat)
-    w = torch.zeros(n)
-    w[n - len(logit_ids):] = logit_probs
-    if limit == n_feat:      # every row: no order needed
-        A[:n_feat] = compute_rows(lrm, [("feature", *k) for k in keys], feature_index, n, batch)
-        done[:] = True
-    while int(done.sum()) < limit:
-        # the next rows: the features of largest influence on the logits through the rows computed so far
-        inf = influence(normalise(A), w)[:n_feat].masked_fill(done, -1.0)
-        pick = inf.topk(min(batch, limit - int(done.sum()))).indices
-        A[pick] = compute_rows(lrm, [("feature", *keys[i]) for i in pick.tolist()], feature_index, n, batch)
+    filled = n_logit
+    while filled < len(E):
+        inf = influence_through_rows(normalise(E[:filled]), row_nodes[:filled], w[:filled])[:n_feat]
+        pick = inf.masked_fill(done, -1.0).topk(min(RERANK_EVERY * batch, len(E) - filled)).indices
+        pick = pick.sort().values                     # node order is layer order
+        new = slice(filled, filled + len(pick))
+        compute_rows(lrm, [("feature", *keys[i]) for i in pick.tolist()], blocks, E[new], batch)
+        row_nodes[new] = pick
         done[pick] = True
-    node_mask, edge_mask, node_inf = prune(A, nodes["kind"].to_numpy(), logit_probs, node_threshold, edge_threshold)
-    nodes["influence"] = node_inf.numpy()
-    nodes["kept"] = node_mask.numpy()
-    scores = graph_scores(A, nodes["kind"].to_numpy(), logit_probs)
-    scores.update({f"pruned_{k}": v for k, v in graph_scores(A * edge_mask, nodes["kind"].to_numpy(),
-                                                              logit_probs).items()})
-    return AttributionGraph(nodes, A, logit_probs, strs, scores, edge_mask,
-                            meta={"text": text if isinstance(text, str) else "", "n_layers": n_layers,
-                                  "token_ids": lrm.tokens[0].tolist(), "model": model.source,
-                                  "node_threshold": node_threshold, "edge_threshold": edge_threshold,
-                                  "layers_with_transcoders": sorted(lrm.acts), "feature_rows": int(done.sum())})
+        filled += len(pick)
+    return E, row_nodes
+
+
+def _fold_unvisited(lrm, nodes, feature_index, E, row_nodes):
+    """The graph of the visited features only: each unvisited feature leaves the node set and its edges join its
+    (layer, position) error node's (what it writes is added there, so every row's sum is unchanged); the error
+    node's activation becomes the norm of the error plus those writes. -> (nodes, adjacency [n', n'])."""
+    n_feat = len(feature_index)
+    n_pos = lrm.n_pos
+    visited = torch.zeros(n_feat, dtype=torch.bool)
+    visited[row_nodes[row_nodes < n_feat]] = True
+    n_kept = int(visited.sum())
+    col = torch.empty(len(nodes), dtype=torch.long)                     # old node index -> new node index
+    col[:n_feat][visited] = torch.arange(n_kept)
+    keys = torch.tensor(list(feature_index))                             # [n_feat, 3] layer, pos, feature
+    col[:n_feat][~visited] = n_kept + keys[~visited, 0] * n_pos + keys[~visited, 1]
+    col[n_feat:] = torch.arange(n_feat, len(nodes)) - n_feat + n_kept
+    n_new = len(nodes) - n_feat + n_kept
+    A = torch.zeros(n_new, n_new)
+    A[col[row_nodes]] = torch.zeros(len(E), n_new).index_add_(1, col, E)
+    keep = torch.cat([visited, torch.ones(len(nodes) - n_feat, dtype=torch.bool)]).numpy()
+    nodes = nodes[keep].reset_index(drop=True)
+    with torch.no_grad():
+        seen = keys[visited]
+        for L, a in lrm.acts.items():
+            un = a.clone()
+            mine = seen[seen[:, 0] == L]
+            un[mine[:, 1], mine[:, 2]] = 0
+            d = lrm.dicts[L]
+            written = lrm.error[L] + (un @ d.W_dec.float()) * d.out_scale.float()      # [pos, d]
+            at = n_kept + L * n_pos
+            nodes.loc[at:at + n_pos - 1, "activation"] = written.norm(dim=-1).numpy()
+    return nodes, A

@@ -18,7 +18,7 @@ The BOS position's MLP writes are the same on every prompt (attention sinks, not
 
 Targets are read where they are computed: a feature's pre-activation is ``W_enc[:, f] · x / in_scale + b_enc[f]``
 of its layer's MLP input ``x`` (after the frozen pre-norm); a logit target is the logit minus the mean logit at the
-last position. Rows of targets run as one batch of copies of the prompt, each row backpropagating its own target.
+last position. Rows of targets run as one batched backward pass (``is_grads_batched``) through one kept forward.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class LocalReplacement:
         self.frozen = {n: cache[n].detach() for n in self.frozen_names}
         self.embed = cache["blocks.0.hook_resid_pre"][0].detach().float()      # [pos, d]
         self.acts, self.error, self.feature_write = {}, {}, {}
-        self._graph = None          # (rows, taps, last-position logits, MLP inputs) of a kept frozen forward
+        self._graph = None          # (taps, last-position logits, MLP inputs) of a kept frozen forward
         with torch.no_grad():
             for i in range(L):
                 y = cache[self.write[i]][0].float()                            # [pos, d]
@@ -119,41 +119,40 @@ class LocalReplacement:
         return logits, (reads if keep_reads else {})
 
     # ------------------------------------------------------------------------------------------ gradients
-    def tap_gradients(self, targets: list, rows: int | None = None) -> dict:
+    def tap_gradients(self, targets: list) -> dict:
         """For each target (``("logit", token)`` or ``("feature", layer, pos, feature)``), the gradient of its value
         with respect to every tap: ``{"embed": [n, pos, d], layer: [n, pos, d]}``, one row per target. The frozen
-        forward does not depend on the targets, so one forward of ``rows`` copies (default: as many as targets) is
-        kept and every later call with at most that many targets only runs backward through it."""
+        model is linear in its taps, so its gradients do not depend on where it is evaluated: one forward of one
+        copy is kept, and every call runs only a backward pass through it, one row per target
+        (``is_grads_batched``)."""
         n = len(targets)
-        rows = max(rows or n, n)
-        if self._graph is None or self._graph[0] < rows:
-            self._graph = None                                   # free the old graph before building the next
-            d_model = self.model.d_model
-            taps = {"embed": torch.zeros(rows, self.n_pos, d_model, requires_grad=True)}
-            for i in range(self.model.n_layers):
-                taps[i] = torch.zeros(rows, self.n_pos, d_model, requires_grad=True)
-            with torch.enable_grad():
-                logits, reads = self.run(rows, taps=taps, keep_reads=True)
-            self._graph = (rows, taps, logits[:, -1].float(), {k: v.float() for k, v in reads.items()})
-        rows, taps, last, reads = self._graph
         d_model = self.model.d_model
+        if self._graph is None:
+            taps = {"embed": torch.zeros(1, self.n_pos, d_model, requires_grad=True)}
+            for i in range(self.model.n_layers):
+                taps[i] = torch.zeros(1, self.n_pos, d_model, requires_grad=True)
+            with torch.enable_grad():
+                logits, reads = self.run(1, taps=taps, keep_reads=True)
+            self._graph = (taps, logits[:, -1].float(), {k: v.float() for k, v in reads.items()})
+        taps, last, reads = self._graph
         vocab = last.shape[-1]
-        g_logit = torch.zeros(rows, vocab)
+        g_logit = torch.zeros(n, 1, vocab)
         g_read = {}
         for r, t in enumerate(targets):
             if t[0] == "logit":
-                g_logit[r] -= 1.0 / vocab                               # the logit minus the mean logit
-                g_logit[r, t[1]] += 1.0
+                g_logit[r, 0] -= 1.0 / vocab                            # the logit minus the mean logit
+                g_logit[r, 0, t[1]] += 1.0
             else:
                 _, layer, pos, f = t
                 d = self.dicts[layer]
-                g = g_read.setdefault(layer, torch.zeros(rows, self.n_pos, d_model))
-                g[r, pos] = d.W_enc[:, f].detach().float() / d.in_scale.detach().float()
+                g = g_read.setdefault(layer, torch.zeros(n, 1, self.n_pos, d_model))
+                g[r, 0, pos] = d.W_enc[:, f].detach().float() / d.in_scale.detach().float()
         outs, grads = ([last], [g_logit]) if bool(g_logit.any()) else ([], [])
         for layer, g in g_read.items():
             outs.append(reads[layer])
             grads.append(g)
         names = list(taps)
         with torch.enable_grad():
-            got = torch.autograd.grad(outs, [taps[k] for k in names], grads, retain_graph=True, allow_unused=True)
-        return {k: (torch.zeros(n, self.n_pos, d_model) if g is None else g[:n]) for k, g in zip(names, got)}
+            got = torch.autograd.grad(outs, [taps[k] for k in names], grads, retain_graph=True, allow_unused=True,
+                                      is_grads_batched=True)
+        return {k: (torch.zeros(n, self.n_pos, d_model) if g is None else g[:, 0]) for k, g in zip(names, got)}

@@ -202,6 +202,26 @@ def test_influence_is_the_sum_over_paths():
         influence(normalise(cyc), torch.tensor([1.0, 0.0]))
 
 
+def test_predicted_ablation_follows_every_path_by_hand():
+    import pandas as pd
+
+    from interp.analyses.graphs import AttributionGraph
+
+    A, kinds = _chain()
+    acts = [2.0, 1.0, 0.01, 1.0, 1.0, 1.0, 3.0]          # f0 = 2 (from emb0), f1 = 1 (f0 + emb1... as given)
+    nodes = pd.DataFrame({"kind": kinds, "layer": [0, 1, 1, 1, None, None, None], "pos": [0, 1, 1, 1, 0, 1, 1],
+                          "feature": [0, 1, 2, None, None, None, 9], "token": ["a", "b", "b", "b", "a", "b", "x"],
+                          "activation": acts, "influence": [0.375, 0.75, 0.0, 0.25, 0.375, 0.375, 0.0]})
+    g = AttributionGraph(nodes, A, torch.tensor([1.0]), ["a", "b"], {})
+    pred = g.predicted_ablation().set_index("feature")["predicted"]
+    # f1 adds 3 to the logit (3 per unit, a = 1); f0 adds 1 to f1's pre-activation (1/2 per unit, a = 2), which
+    # passes on at 3 per unit: ablating either removes 3; f2 feeds nothing
+    assert pred[1] == pytest.approx(-3.0) and pred[0] == pytest.approx(-3.0) and pred[2] == 0
+    assert list(g.predicted_ablation()["feature"])[:2] == [1, 0]                 # largest influence first
+    with pytest.raises(ValueError, match="logit=1"):
+        g.predicted_ablation(logit=1)
+
+
 def test_pruning_keeps_the_influential_and_drops_the_dangling():
     A, kinds = _chain()
     node_mask, edge_mask, inf = prune(A, kinds, torch.tensor([1.0]), node_threshold=0.8, edge_threshold=0.98)

@@ -7,8 +7,7 @@ interp/editing/records/facts.jsonl whose answer the model ranks first, seeded), 
 
 * feature by feature (the ``--top`` features by influence on that logit): the graph's prediction of what ablating
   the feature does to the logit (minus the mean logit) — its total effect in the local replacement model, paths
-  through other features included (``-a_s * d logit / d a_s``, from the adjacency: ``j (I - J)^-1`` over feature
-  rows, ``J[t, s] = A[t, s] / a_s``) — against the real model with that feature ablated (its error kept,
+  through other features included (``AttributionGraph.predicted_ablation``) — against the real model with that feature ablated (its error kept,
   ``interp.features.intervene``): sign agreement and Spearman's rho;
 * layer by layer: the graph's influence of each layer's features, summed, against exhaustive activation patching
   of each layer's MLP output (all positions, clean into corrupted: `interp.activation_patching` on
@@ -42,17 +41,20 @@ def spearman(a, b) -> float:
     return float((ra * rb).sum() / (ra.norm() * rb.norm()))
 
 
-def predicted_ablation(g) -> torch.Tensor:
-    """[n_features] the graph's predicted change of its first logit node when each feature is set to 0."""
-    n = g.nodes
-    feat = torch.tensor((n["kind"] == "feature").to_numpy())
-    acts = torch.tensor(n["activation"].to_numpy(), dtype=torch.float64)[feat]
-    A = g.adjacency.double()
-    J = A[feat][:, feat] / acts[None, :]                              # d pre_t / d a_s, direct
-    logit_row = int(torch.tensor((n["kind"] == "logit").to_numpy()).nonzero()[0])
-    j = A[logit_row, feat] / acts
-    total = torch.linalg.solve((torch.eye(len(acts), dtype=torch.float64) - J).T, j)   # j (I - J)^-1
-    return -total * acts
+def bootstrap_over_prompts(per_prompt: list, seed: int, draws: int = 1000) -> dict:
+    """95% percentile intervals of the sign agreement and the pooled Spearman, resampling prompts (the ablations
+    of one prompt are not independent of each other)."""
+    gen = torch.Generator().manual_seed(seed)
+    sign, rho = [], []
+    for _ in range(draws):
+        pick = torch.randint(len(per_prompt), (len(per_prompt),), generator=gen).tolist()
+        pred = [x for i in pick for x in per_prompt[i]["predicted"]]
+        meas = [x for i in pick for x in per_prompt[i]["measured"]]
+        sign.append(sum((a > 0) == (b > 0) for a, b in zip(pred, meas)) / len(pred))
+        rho.append(spearman(pred, meas))
+    q = torch.tensor([0.025, 0.975], dtype=torch.float64)
+    return {"sign_agreement": torch.quantile(torch.tensor(sign, dtype=torch.float64), q).tolist(),
+            "spearman_feature_effects": torch.quantile(torch.tensor(rho, dtype=torch.float64), q).tolist()}
 
 
 def main():
@@ -64,6 +66,7 @@ def main():
     ap.add_argument("--dictionaries", default=None)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     model = interp.load()
     tc = load_dictionaries(args.dictionaries, model) if args.dictionaries else cached_transcoders(model)
     if tc is None:
@@ -79,30 +82,32 @@ def main():
     pairs = interp.patching.fact_pairs(model, known, n=args.n, seed=args.seed)
     chosen = [(m["case_id"], prompt, answer) for m, prompt, answer in zip(pairs.meta, pairs.clean, pairs.answers)]
     pairs_pred, pairs_meas, per_prompt, layer_inf = [], [], [], torch.zeros(model.n_layers)
+    layer_inf_err = torch.zeros(model.n_layers)
     for case_id, prompt, answer in chosen:
         t = time.time()
         g = interp.attribution_graph(model, tc, prompt, targets=[answer])
-        pred = predicted_ablation(g)
         n = g.nodes
-        feats = n[n["kind"] == "feature"].reset_index()
-        order = feats["influence"].sort_values(ascending=False).index[: args.top]
+        feats = g.predicted_ablation().head(args.top)
         toks = model.to_tokens(prompt)
         tid = model.encode(answer, prepend_bos=False)[0]
         with torch.no_grad():
             base = model.forward(toks)[0, -1].float()
         base_v = float(base[tid] - base.mean())
         meas, prd = [], []
-        for i in order:
-            row = feats.loc[i]
+        for _, row in feats.iterrows():
             edit = [(int(row["layer"]), int(row["feature"]), "ablate", 0.0, [int(row["pos"])])]
             with torch.no_grad(), interp.features.intervene(model, tc, edit):
                 lg = model.forward(toks)[0, -1].float()
             meas.append(float(lg[tid] - lg.mean()) - base_v)
-            prd.append(float(pred[i]))
+            prd.append(float(row["predicted"]))
         pairs_pred += prd
         pairs_meas += meas
+        errs = n[n["kind"] == "error"]
+        feats = n[n["kind"] == "feature"]
         for L in range(model.n_layers):
             layer_inf[L] += float(feats[feats["layer"] == L]["influence"].sum())
+            layer_inf_err[L] += float(feats[feats["layer"] == L]["influence"].sum() +
+                                      errs[errs["layer"] == L]["influence"].sum())
         per_prompt.append({"case_id": case_id, "prompt": prompt, "target": answer, "predicted": prd,
                            "measured": meas, "summary": g.summary(), "seconds": round(time.time() - t, 1),
                            "scores": g.scores})
@@ -113,17 +118,23 @@ def main():
     sign = sum((a > 0) == (b > 0) for a, b in zip(pairs_pred, pairs_meas)) / max(len(pairs_pred), 1)
     doc = {"n_prompts": len(chosen), "top": args.top, "sign_agreement": sign,
            "spearman_feature_effects": spearman(pairs_pred, pairs_meas),
+           "intervals_95": bootstrap_over_prompts(per_prompt, args.seed),
+           "median_spearman_per_prompt": float(torch.tensor([spearman(r["predicted"], r["measured"])
+                                                            for r in per_prompt]).nanmedian()),
+           "graph_layer_influence_with_errors": (layer_inf_err / max(len(chosen), 1)).tolist(),
+           "spearman_layers_with_errors": spearman(layer_inf_err.tolist(), patch_by_layer),
            "graph_layer_influence": (layer_inf / max(len(chosen), 1)).tolist(),
            "patching_layer_effect": patch_by_layer,
            "spearman_layers": spearman(layer_inf.tolist(), patch_by_layer), "prompts": per_prompt,
-           "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+           "commit": commit,
            "command": f"python studies/graphs_faithfulness/run.py --n {args.n} --top {args.top} --threads "
                       f"{args.threads} --seed {args.seed}", "dictionaries": tc.settings,
            "machine": {"cores": os.cpu_count(), "threads": args.threads, "torch": torch.__version__,
                        "python": platform.python_version()}, "seconds": round(time.time() - t0)}
     (HERE / "results.json").write_text(json.dumps(doc, indent=1))
     print(f"sign agreement {sign:.3f} over {len(pairs_pred)} ablations; Spearman {doc['spearman_feature_effects']:.3f}; "
-          f"layers: Spearman {doc['spearman_layers']:.3f}")
+          f"layers: Spearman {doc['spearman_layers']:.3f} (features), {doc['spearman_layers_with_errors']:.3f} "
+          f"(features and errors); 95% intervals over prompts {doc['intervals_95']}")
 
 
 if __name__ == "__main__":

@@ -66,6 +66,27 @@ class AttributionGraph(Result):
         t, s = mask.nonzero(as_tuple=True)
         return pd.DataFrame({"target": t.numpy(), "source": s.numpy(), "weight": A[t, s].numpy()})
 
+    def predicted_ablation(self, logit: int = 0):
+        """The graph's prediction of ablating each feature on its own: the change of logit node ``logit`` (its
+        logit minus the mean logit) when the feature is set to 0 in the local replacement model, through every
+        path (``-a_s * T_s`` with ``T = j + Jᵀ T``: ``j`` the direct edges into the logit and ``J[t, s] = A[t, s] /
+        a_s`` those between features, each divided by its source's activation). -> the feature nodes' frame with a
+        ``predicted`` column, largest influence first. Compare with ``interp.features.intervene`` on the real
+        model, whose attention, norms and TopK selections are not frozen."""
+        n = self.nodes
+        feat = self.kinds("feature")
+        logits = self.kinds("logit").nonzero().flatten()
+        if not 0 <= logit < len(logits):
+            raise ValueError(f"logit={logit}; allowed: 0..{len(logits) - 1} (the graph's logit nodes)")
+        A = self.adjacency.double()
+        acts = torch.tensor(n["activation"].to_numpy(), dtype=torch.float64)[feat]
+        J = A[feat][:, feat] / acts[None, :]                                   # d pre_t / d a_s, direct
+        j = A[int(logits[logit]), feat] / acts
+        total = torch.linalg.solve((torch.eye(len(acts), dtype=torch.float64) - J).T, j)
+        out = n[n["kind"] == "feature"].copy()
+        out["predicted"] = (-total * acts).numpy()
+        return out.sort_values("influence", ascending=False)
+
     def view(self, cards: dict | None = None):
         """The interactive pruned graph; ``cards``: ``{(layer, feature): interp.features.card(...)}`` shown when a
         feature node is clicked."""

@@ -8,6 +8,7 @@ neuron baselines, read a text through them, change the model through them, and l
     card = interp.features.card(model, tc, layer, feature)                # top contexts, density, vocabulary
     with interp.features.intervene(model, tc, [(layer, feature, "clamp", 8.0, [5])]): ...
     fx = interp.features.ablations(model, tc, layer, text)                # every single ablation, run exactly
+    interp.features.promoted_tokens(model, tc[layer], feature)            # the decoder's direct vocabulary
     interp.features.save(tc, folder, layout="sparsify")                   # or "saelens", "gemmascope"; load() reads
 
 The code lives in :mod:`interp.analyses.features`.
@@ -22,7 +23,7 @@ from .analyses.features.formats import save_dictionaries as save
 from .analyses.features.quality import DictionaryQuality
 from .analyses.features.quality import evaluate_transcoders as evaluate
 from .analyses.features.train import cached_transcoders as cached
-from .analyses.features.use import encode, intervene, run_with_features, splice
+from .analyses.features.use import encode, intervene, promoted_tokens, run_with_features, splice
 
 __all__ = ["Dictionary", "DictionaryQuality", "DictionarySet", "TrainSettings", "ablations", "cached", "card", "encode", "evaluate",
-           "intervene", "load", "run_with_features", "save", "scan", "splice"]
+           "intervene", "load", "promoted_tokens", "run_with_features", "save", "scan", "splice"]

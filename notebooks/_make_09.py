@@ -1,0 +1,247 @@
+"""The text of 09_circuit_tracing.ipynb. ``python notebooks/execute.py 09`` rebuilds the notebook from here and
+executes it in place (it is committed with its outputs); running this file alone writes it without outputs."""
+
+from pathlib import Path
+
+import nbformat as nbf
+
+cells = [
+    ("md", """# 09 · Circuit tracing: attribution graphs, checked against the real model
+
+An **attribution graph** (Ameisen et al. 2025, "Circuit Tracing") answers "which features, through which paths,
+produced this token". Every MLP is replaced by its transcoder plus an **error** term (what the transcoder misses,
+held constant), and every attention pattern and norm scale is frozen at its value on the prompt. What is left is
+linear, so every edge is an exact direct effect: a feature's activation times the gradient of its target through
+the frozen model. The graph's nodes are the active features (layer, position, feature), one error node per (layer,
+position), the token embeddings and the top logits; pruning keeps the nodes and edges that carry most of the
+influence on the logits.
+
+Because the frozen model reproduces the real logits exactly (the tests check it to 1e-4, every row's edges against
+its target's value, and every edge against the explicit Jacobian on a small model), a graph is exact *about the
+frozen model*. Whether it is right *about the real model*, where attention and the features' TopK selections respond
+to an ablation, is a separate question, and this notebook asks it each time a graph makes a claim.
+
+Two sets of numbers appear, kept apart:
+
+* **live**: transcoders at all 30 layers trained in this notebook on 40,000 tokens (about two minutes), so that
+  every cell reruns on a laptop and in the tests — far weaker than the full ones, so graphs carry more error;
+* **stored**: the faithfulness study over 50 test-split facts with the full transcoders (2,000,000 tokens,
+  notebook 08), in `studies/graphs_faithfulness/results.json` with the commit, command and machine that made it."""),
+    ("code", """import json
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+
+import interp
+
+torch.set_num_threads(2)
+model = interp.load()
+tc = interp.train_transcoders(model, tokens=40_000, progress=False)      # every layer; cached after the first run
+print(f"{len(tc)} transcoders, width {tc[0].width}, k {tc[0].k}, trained on {tc.settings['tokens']:,} tokens")"""),
+    ("code", """# drift: rtol=0.05 - trained on the CPU: float reductions differ in the last bits between CPUs
+q = interp.features.evaluate(model, tc, tokens=4_000, ce_tokens=256, progress=False)
+ft = q.to_frame()
+print(f"held out, median over layers: FVU {ft['fvu'].median():.3f} (neurons at the same L0 "
+      f"{ft['fvu_neurons'].median():.3f}), CE-loss score {ft['ce_score'].median():.3f}; top-1 agreement with every "
+      f"layer replaced {q.stack['top1_agreement']:.3f}")"""),
+    ("md", """These live transcoders are much weaker than the stored ones (median FVU 0.269, CE-loss score 0.885, top-1
+agreement 0.467 at 2M tokens): more of each MLP's write is left to the error nodes, which is what the replacement and
+completeness scores below measure."""),
+    ("md", """## 1 · The Eiffel Tower
+
+`attribution_graph(model, tc, text, targets=[" Paris"])`: one logit node, the answer's (logit minus the mean
+logit). Every active feature gets a row (the exact graph; `max_feature_nodes=` computes only the most influential
+ones for long prompts)."""),
+    ("code", """# drift: rtol=0.05 - features of the transcoders trained above
+PROMPT = "The Eiffel Tower is located in the city of"
+g = interp.attribution_graph(model, tc, PROMPT, targets=[" Paris"])
+print(g.summary())
+print({k: round(v, 3) for k, v in g.scores.items()})"""),
+    ("code", """g.plot()"""),
+    ("md", """Where the influence sits, by token and kind of node (the share of all influence on the logit; a node's
+influence sums over every path from it to the logit):"""),
+    ("code", """# drift: rtol=0.05 - features of the transcoders trained above
+n = g.nodes
+by_pos = n[n["kind"] != "logit"].pivot_table(index=["pos", "token"], columns="kind", values="influence",
+                                              aggfunc="sum", fill_value=0.0)
+(by_pos / n["influence"][n["kind"] != "logit"].sum()).round(3)"""),
+    ("md", """The ten features of largest influence, with the graph's prediction of what ablating each alone does to the
+answer's logit (`predicted`: its total effect through every path of the frozen model), and the same ablation run on
+the **real** model (`interp.features.intervene`: the feature set to 0 at its position, the transcoder's error kept,
+attention and every later feature free to respond):"""),
+    ("code", """# drift: rtol=0.05 - features of the transcoders trained above
+toks = model.to_tokens(PROMPT)
+paris = model.to_single_token(" Paris")
+
+
+def centred(logits, token):            # a logit node's value: the logit minus the mean logit
+    return float(logits[token] - logits.mean())
+
+
+with torch.no_grad():
+    base = centred(model.forward(toks)[0, -1].float(), paris)
+top = g.predicted_ablation().head(10)
+measured = []
+for r in top.itertuples():
+    with torch.no_grad(), interp.features.intervene(model, tc, [(int(r.layer), int(r.feature), "ablate", 0.0,
+                                                                  [int(r.pos)])]):
+        measured.append(centred(model.forward(toks)[0, -1].float(), paris) - base)
+top = top.assign(measured=measured)
+agree = int(((top["predicted"] > 0) == (top["measured"] > 0)).sum())
+print(f"sign agreement {agree}/10; Spearman {top['predicted'].corr(top['measured'], method='spearman'):.2f}")
+top[["layer", "pos", "token", "feature", "activation", "influence", "predicted", "measured"]].round(3)"""),
+    ("md", """### Over 50 facts, with the full transcoders (stored)
+
+`studies/graphs_faithfulness/run.py` does the same for 50 test-split facts the model gets right: each fact's top-10
+features by influence, ablated one at a time in the real model (500 ablations), and, layer by layer, the graph's
+influence against exhaustive activation patching of each MLP's output (the subject swapped for another of the same
+relation, all positions). The intervals resample prompts, not ablations, since one prompt's ablations are not
+independent."""),
+    ("code", """doc = json.loads(Path("../studies/graphs_faithfulness/results.json").read_text())
+print(f"`{doc['command']}` at commit {doc['commit'][:10]}, {doc['seconds'] / 60:.0f} min, "
+      f"{doc['machine']['threads']} threads; dictionaries {doc['dictionaries']['tokens']:,} tokens")
+ci = doc["intervals_95"]
+pd.DataFrame([
+    ("sign agreement (top-10 ablations)", "≥ 0.80", doc["sign_agreement"], ci["sign_agreement"]),
+    ("Spearman, predicted vs measured", "≥ 0.60", doc["spearman_feature_effects"], ci["spearman_feature_effects"]),
+    ("Spearman per prompt, median", "", doc["median_spearman_per_prompt"], None),
+    ("Spearman over layers, features vs MLP patching", "≥ 0.70", doc["spearman_layers"], None),
+    ("the same, error nodes included", "", doc["spearman_layers_with_errors"], None),
+], columns=["figure", "target", "value", "95% interval over prompts"]).round(3)"""),
+    ("code", """fig, ax = plt.subplots(figsize=(8, 3.2))
+layers = range(len(doc["patching_layer_effect"]))
+ax.plot(layers, doc["patching_layer_effect"], "o-", label="MLP activation patching (logit diff, all positions)")
+ax2 = ax.twinx()
+ax2.plot(layers, doc["graph_layer_influence"], "s-", color="C1", label="graph: features' influence")
+ax2.plot(layers, doc["graph_layer_influence_with_errors"], "^-", color="C2", label="graph: features + errors")
+ax.set_xlabel("layer")
+ax.set_ylabel("patching effect")
+ax2.set_ylabel("influence (mean over facts)")
+fig.legend(loc="upper center", fontsize=7, ncol=3)
+fig.tight_layout(rect=(0, 0, 1, 0.9))"""),
+    ("md", """STORED_FINDINGS"""),
+    ("md", """### The graph beside patching on this prompt (notebook 05's question)
+
+Notebook 05 traced this prompt by corrupting the subject: most of the early effect was MLP 0 rebuilding the word
+at *iffel*, little sat at the last subject token, and late MLPs at the last token (layers 21 and 24) carried the
+rest. The same question here with exhaustive MLP patching (*The Colosseum* → *The Eiffel Tower*, each (layer,
+position) restored alone, metric logit(Paris) − logit(Rome)) beside the graph's influence of each (layer, position),
+features and error together:"""),
+    ("code", """# drift: rtol=0.05 - features of the transcoders trained above
+CORRUPT = "The Colosseum is located in the city of"
+metric = interp.patching.logit_diff([" Paris"], [" Rome"])
+patch = interp.activation_patching(model, PROMPT, CORRUPT, metric, over="mlp_out", positions="each")
+grid = torch.zeros_like(patch.values)
+inner = n[n["kind"].isin(["feature", "error"])]
+for (layer, pos), v in inner.groupby(["layer", "pos"])["influence"].sum().items():
+    grid[int(layer), int(pos)] = v
+cells = pd.DataFrame({"patching": patch.values.flatten(), "graph": grid.flatten()})
+print(f"Spearman over the {len(cells)} (layer, position) cells: "
+      f"{cells['patching'].corr(cells['graph'], method='spearman'):.2f}")
+tokens = model.to_str_tokens(toks[0])
+for name, v in (("patching", patch.values), ("graph", grid)):
+    flat = v.flatten().topk(5).indices
+    print(f"{name:9} top 5: " + ", ".join(f"L{int(i) // v.shape[1]} {tokens[int(i) % v.shape[1]]!r}" for i in flat))"""),
+    ("md", """EIFFEL_TRACE"""),
+    ("md", """## 2 · A two-step fact
+
+*"The Eiffel Tower is in a country whose official language is"* → *French*: the answer needs an intermediate the
+prompt never names (France). If the graph shows the model passing through it, some influential feature should
+carry France. The rule, fixed before looking: among the 20 features of largest influence, those whose decoder
+promotes *France*, *French* or *Paris* among its 10 most promoted tokens (its direct path through the unembedding
+only)."""),
+    ("code", """# drift: rtol=0.05 - features of the transcoders trained above
+TWO_STEP = "The Eiffel Tower is in a country whose official language is"
+g2 = interp.attribution_graph(model, tc, TWO_STEP, targets=[" French"])
+print(g2.summary())
+hits = []
+for r in g2.predicted_ablation().head(20).itertuples():
+    promoted = [t for t, _ in interp.features.promoted_tokens(model, tc[int(r.layer)], int(r.feature))["promoted"]]
+    found = [t for t in promoted if t.strip() in ("France", "French", "Paris")]
+    hits.append((int(r.layer), int(r.pos), r.token, int(r.feature), round(float(r.influence), 4), found,
+                 promoted[:5]))
+pd.DataFrame(hits, columns=["layer", "pos", "token", "feature", "influence", "France-like", "promoted (top 5)"])"""),
+    ("md", """TWO_STEP_FINDINGS"""),
+    ("md", """## 3 · Indirect-object identification
+
+*"When Mary and John went to the store, John gave a drink to"* → *Mary*. Notebook 06 found this behaviour in
+attention heads (L23H3 alone restores 0.69 of the clean–corrupted gap; L20H0, L19H2, L29H1 and L17H4 follow). A
+graph freezes every attention pattern: heads are not nodes, and *why* a head attends to Mary (its query and key)
+is outside the graph. What the graph can show is which positions' features reach the answer through the frozen
+heads' value paths. Logit nodes: Mary and John."""),
+    ("code", """# drift: rtol=0.05 - features of the transcoders trained above
+IOI = "When Mary and John went to the store, John gave a drink to"
+g3 = interp.attribution_graph(model, tc, IOI, targets=[" Mary", " John"])
+print(g3.summary())
+n3 = g3.nodes
+inner3 = n3[n3["kind"].isin(["feature", "error", "embedding"])]
+share = inner3.groupby(["pos", "token"])["influence"].sum() / inner3["influence"].sum()
+share.round(3).to_frame("share of influence").T"""),
+    ("code", """# drift: rtol=0.05 - features of the transcoders trained above
+ioi_top = g3.predicted_ablation().head(8)
+ioi_top[["layer", "pos", "token", "feature", "activation", "influence", "predicted"]].round(3)"""),
+    ("md", """IOI_FINDINGS"""),
+    ("md", """## 4 · Swapping Paris for Rome
+
+The paper's "swap Texas for California" experiment, on a fact this model knows: in the Eiffel prompt, turn **off**
+the `k` features of largest influence on *Paris*, and turn **on** the `k` features of largest influence on *Rome*
+in the graph of *"The Colosseum is located in the city of"* — each clamped, at the same position (both subjects
+are four tokens), to its activation there. Then read the real model's next token. `k` = 10 was fixed beforehand
+(the faithfulness study's top-10); 5 and 20 are shown beside it. The control: `k` active Colosseum features drawn at
+random (10 seeded draws) in place of the graph's top `k`."""),
+    ("code", """# drift: rtol=0.05 - features of the transcoders trained above
+gc = interp.attribution_graph(model, tc, CORRUPT, targets=[" Rome"])
+rome = model.to_single_token(" Rome")
+eiffel_top = g.predicted_ablation()
+colosseum = gc.predicted_ablation()
+
+
+def next_tokens(edits):
+    with torch.no_grad(), interp.features.intervene(model, tc, edits):
+        p = model.forward(toks)[0, -1].float().softmax(-1)
+    v, i = p.topk(3)
+    return p[paris].item(), p[rome].item(), [(model.to_str_tokens(torch.tensor([int(j)]))[0], round(float(x), 3))
+                                             for x, j in zip(v, i)]
+
+
+def swap(off, on):
+    return ([(int(r.layer), int(r.feature), "ablate", 0.0, [int(r.pos)]) for r in off.itertuples()] +
+            [(int(r.layer), int(r.feature), "clamp", float(r.activation), [int(r.pos)]) for r in on.itertuples()])
+
+
+rows = [("none", *next_tokens([]))]
+for k in (5, 10, 20):
+    rows.append((f"k={k}: Paris's top k off", *next_tokens(swap(eiffel_top.head(k), colosseum.head(0)))))
+    rows.append((f"k={k}: off, and Rome's top k on", *next_tokens(swap(eiffel_top.head(k), colosseum.head(k)))))
+pd.DataFrame(rows, columns=["intervention", "p(Paris)", "p(Rome)", "top 3"]).round(4)"""),
+    ("code", """# drift: rtol=0.05 - features of the transcoders trained above
+gen = torch.Generator().manual_seed(0)
+k = 10
+wins = []
+for _ in range(10):
+    pick = torch.randperm(len(colosseum), generator=gen)[:k].tolist()
+    p_paris, p_rome, _ = next_tokens(swap(eiffel_top.head(k), colosseum.iloc[pick]))
+    wins.append(p_rome > p_paris)
+print(f"random Colosseum features in place of the graph's top {k}: Rome above Paris in {sum(wins)} of 10 draws")"""),
+    ("md", """SWAP_FINDINGS"""),
+    ("md", """## What this notebook does not show
+
+* The live graphs are built on transcoders trained on 40,000 tokens; their features are not the stored run's, and
+  their larger error nodes carry more of each graph. The 50-fact figures above are the full transcoders'.
+* A graph is exact about the frozen model only. Each claim above that is about the real model comes with the real
+  model's answer beside it (ablations, patching, the swap), and where they disagree it says so.
+* Heads are not graph nodes: the attention patterns are frozen, so a graph says nothing about why a head attends
+  where it does (notebook 06's patching answers that).
+* The interactive graph (`g.view()`, with feature cards) and the circuit-tracer export (`g.to_circuit_tracer()`)
+  are left to the CLI (`interp graph TEXT --target " Paris" --html graph.html`): views need a live Jupyter front
+  end and GitHub shows only their text."""),
+]
+
+nb = nbf.v4.new_notebook()
+nb.cells = [nbf.v4.new_markdown_cell(src) if kind == "md" else nbf.v4.new_code_cell(src) for kind, src in cells]
+nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+out = Path(__file__).parent / "09_circuit_tracing.ipynb"
+nbf.write(nb, out)
+print(f"wrote {out}")

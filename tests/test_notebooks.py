@@ -55,7 +55,8 @@ def test_the_notebooks_are_there():
     names = {p.name for p in NOTEBOOKS}
     for expected in ("00_quickstart.ipynb", "01_residual_stream_and_logit_lens.ipynb", "02_attention_patterns.ipynb",
                      "03_ffn_neurons.ipynb", "04_induction_heads.ipynb", "05_rome_fact_editing.ipynb",
-                     "06_activation_patching.ipynb", "07_two_models.ipynb", "08_features.ipynb"):
+                     "06_activation_patching.ipynb", "07_two_models.ipynb", "08_features.ipynb",
+                     "09_circuit_tracing.ipynb"):
         assert expected in names
 
 

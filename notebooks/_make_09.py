@@ -80,8 +80,7 @@ def centred(logits, token):            # a logit node's value: the logit minus t
     return float(logits[token] - logits.mean())
 
 
-with torch.no_grad():
-    base = centred(model.forward(toks)[0, -1].float(), paris)
+base = float(n.loc[n["kind"] == "logit", "activation"].iloc[0])     # the graph's logit node: the real model's value
 top = g.predicted_ablation().head(10)
 measured = []
 for r in top.itertuples():

@@ -7,8 +7,8 @@ interp/editing/records/facts.jsonl whose answer the model ranks first, seeded), 
 
 * feature by feature (the ``--top`` features by influence on that logit): the graph's prediction of what ablating
   the feature does to the logit (minus the mean logit) — its total effect in the local replacement model, paths
-  through other features included (``AttributionGraph.predicted_ablation``) — against the real model with that feature ablated (its error kept,
-  ``interp.features.intervene``): sign agreement and Spearman's rho;
+  through other features included (``AttributionGraph.predicted_ablation``) — against the real model with that
+  feature ablated (its error kept, ``interp.features.intervene``): sign agreement and Spearman's rho;
 * layer by layer: the graph's influence of each layer's features, summed, against exhaustive activation patching
   of each layer's MLP output (all positions, clean into corrupted: `interp.activation_patching` on
   `interp.patching.fact_pairs`), both averaged over the prompts: Spearman's rho over layers.
@@ -29,16 +29,10 @@ import torch
 import interp
 from interp.analyses.features.formats import load_dictionaries
 from interp.analyses.features.train import cached_transcoders
+from interp.analyses.patching.activation import spearman
 from interp.editing.facts import load_records
 
 HERE = Path(__file__).parent
-
-
-def spearman(a, b) -> float:
-    a, b = torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)
-    ra, rb = a.argsort().argsort().double(), b.argsort().argsort().double()
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    return float((ra * rb).sum() / (ra.norm() * rb.norm()))
 
 
 def bootstrap_over_prompts(per_prompt: list, seed: int, draws: int = 1000) -> dict:
@@ -89,10 +83,8 @@ def main():
         n = g.nodes
         feats = g.predicted_ablation().head(args.top)
         toks = model.to_tokens(prompt)
-        tid = model.encode(answer, prepend_bos=False)[0]
-        with torch.no_grad():
-            base = model.forward(toks)[0, -1].float()
-        base_v = float(base[tid] - base.mean())
+        tid = model.to_single_token(answer)
+        base_v = float(n[n["kind"] == "logit"]["activation"].iloc[0])      # the real model's logit minus the mean
         meas, prd = [], []
         for _, row in feats.iterrows():
             edit = [(int(row["layer"]), int(row["feature"]), "ablate", 0.0, [int(row["pos"])])]
@@ -102,12 +94,11 @@ def main():
             prd.append(float(row["predicted"]))
         pairs_pred += prd
         pairs_meas += meas
-        errs = n[n["kind"] == "error"]
-        feats = n[n["kind"] == "feature"]
-        for L in range(model.n_layers):
-            layer_inf[L] += float(feats[feats["layer"] == L]["influence"].sum())
-            layer_inf_err[L] += float(feats[feats["layer"] == L]["influence"].sum() +
-                                      errs[errs["layer"] == L]["influence"].sum())
+        per_layer = n[n["kind"].isin(["feature", "error"])].pivot_table(
+            index="layer", columns="kind", values="influence", aggfunc="sum", fill_value=0.0)
+        per_layer = per_layer.reindex(range(model.n_layers), fill_value=0.0)
+        layer_inf += torch.tensor(per_layer["feature"].to_numpy())
+        layer_inf_err += torch.tensor(per_layer.sum(1).to_numpy())
         per_prompt.append({"case_id": case_id, "prompt": prompt, "target": answer, "predicted": prd,
                            "measured": meas, "summary": g.summary(), "seconds": round(time.time() - t, 1),
                            "scores": g.scores})

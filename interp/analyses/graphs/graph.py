@@ -162,9 +162,10 @@ def source_blocks(lrm: LocalReplacement, feature_index: dict) -> dict:
         kmax = max(int((a != 0).sum(-1).max()), 1)
         vecs = torch.zeros(n_pos, kmax, d.W_dec.shape[1])
         cols = torch.full((n_pos, kmax), -1, dtype=torch.long)
+        dec = d.W_dec.float() * d.out_scale.float()                               # [width, d]
         for p in range(n_pos):
             f = a[p].nonzero().flatten()
-            vecs[p, :len(f)] = a[p, f, None] * d.W_dec.float()[f] * d.out_scale.float()
+            vecs[p, :len(f)] = a[p, f, None] * dec[f]
             cols[p, :len(f)] = torch.tensor([feature_index[(L, p, int(k))] for k in f], dtype=torch.long)
         blocks[L] = (*err, vecs, cols)
     return blocks

@@ -469,6 +469,11 @@ def pearson(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a * b).sum()) / denom if denom > 0 else float("nan")
 
 
+def spearman(a, b) -> float:
+    """Spearman's rho: Pearson's r of the ranks, ties given their average rank."""
+    return pearson(_ranks(torch.as_tensor(a, dtype=torch.float64)), _ranks(torch.as_tensor(b, dtype=torch.float64)))
+
+
 @dataclass(repr=False)
 class Comparison(Result):
     """An estimate against the truth over the same components: Spearman and Pearson correlation of the
@@ -498,7 +503,7 @@ class Comparison(Result):
             raise ValueError("no finite values to compare (both grids are NaN: clean and corrupted score the same?)")
         top_t = set(torch.argsort(t.abs(), descending=True)[:k].tolist())
         top_e = set(torch.argsort(e.abs(), descending=True)[:k].tolist())
-        return cls(e.float(), t.float(), labels, pearson(_ranks(e), _ranks(t)), pearson(e, t),
+        return cls(e.float(), t.float(), labels, spearman(e, t), pearson(e, t),
                    len(top_t & top_e) / k, k, names)
 
     def to_frame(self):

@@ -221,6 +221,7 @@ def test_training_lowers_fvu_below_initialisation_on_tiny(tiny_llama):
     assert row["fvu"] < row["fvu_init"]
     assert 0 <= row["dead_frac"] <= 1 and row["l0"] <= 8
     assert q.stack["positions"] > 0 and 0 <= q.stack["top1_agreement"] <= 1
+    assert 400 <= q.settings["ce_tokens"] < 400 + 64  # the CE pass stops within one row of its budget
     # FVU, independently: every counted dev position of the same batches, one float64 sum
     d, ys, yh = ds[1], [], []
     seen = 0

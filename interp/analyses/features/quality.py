@@ -135,7 +135,7 @@ def evaluate_transcoders(model, dictionaries: DictionarySet, *, tokens: int = 20
                          rows: int = 4, ctx: int = 256, split: str = "heldout", seed: int = 0,
                          baselines: bool = True, progress: bool = True) -> DictionaryQuality:
     """The quality table (see the module docstring): FVU, L0 and dead latents over ``tokens`` counted tokens of
-    ``split``; cross-entropy figures over the first ``ce_tokens`` of them."""
+    ``split``; cross-entropy figures over the first ``ce_tokens`` of them (rounded up to a whole row)."""
     dictionaries.check(model)
     layers = [L for L in dictionaries.layers]
     dicts = {L: dictionaries[L].eval() for L in layers}
@@ -180,9 +180,11 @@ def evaluate_transcoders(model, dictionaries: DictionarySet, *, tokens: int = 20
         means = {L: (sums[(L, "tc")].sy / max(sums[(L, "tc")].n, 1)).float() for L in layers}
         ce_seen = 0
         resid_names = [f"blocks.{L}.hook_resid_pre" for L in layers]
+        budget = min(ce_tokens, seen)
         for toks in batches(model, split, rows=rows, seed=seed, ctx=ctx):
-            if ce_seen >= min(ce_tokens, seen):
+            if ce_seen >= budget:
                 break
+            toks = toks[: -(-(budget - ce_seen) // (ctx - 1))]  # only the rows the budget needs: 4 x n_layers runs each
             mask = counted(toks, model.bos_token_id)
             store, calls = record_blocks(model, toks, names + resid_names, description="evaluate transcoders")
             _ce_batch(model, toks, mask, store, calls, dicts, twins, baselines, ce, agree, means)

@@ -259,3 +259,16 @@ def test_plot_out_is_keyword_only(tiny_gpt2, tmp_path):
     with pytest.raises(TypeError):
         res.plot_targets(tmp_path / "x.png")
     assert res.plot_targets(out=tmp_path / "t.png", pos=-1).axes
+
+
+def test_plot_targets_marks_what_its_floor_hides(tiny_gpt2):
+    from interp.analyses.lens import PROB_FLOOR
+
+    res = logit_lens(tiny_gpt2, TINY_TEXT, targets=["s"], positions=[-1])
+    ax = res.plot_targets().axes[0]
+    assert not any("below" in t.get_text() for t in ax.get_legend().get_texts())  # nothing hidden: no floor line
+    res.target_probs[1, -1, 0] = 1e-30  # one row far below the floor
+    ax = res.plot_targets().axes[0]
+    hollow = [ln for ln in ax.lines if ln.get_linestyle() == "None"]
+    assert len(hollow) == 1 and list(hollow[0].get_xdata()) == [1] and hollow[0].get_ydata()[0] == PROB_FLOOR
+    assert any(f"below {PROB_FLOOR:.0e}" in t.get_text() for t in ax.get_legend().get_texts())

@@ -119,6 +119,8 @@ def test_training_is_seeded_and_beats_the_logit_lens_on_held_out_text(tiny_llama
     assert kl["tuned"][-1] == 0 and ev.ratio_max()[0] < 1
     for frame in (a.to_frame(), ev.to_frame()):
         assert len(frame) >= tiny_llama.n_layers
+    # training and held-out KL share one unit: the history is kept in nats, shown in bits
+    assert a.to_frame()["train_kl_tuned_bits"].tolist() == pytest.approx((a.history[-1, 0] / math.log(2)).tolist())
     assert json.dumps(interp.core.results.jsonable(ev.to_json())) and "held-out KL" in ev.summary()
 
 

@@ -40,6 +40,7 @@ from ..core.results import Result, new_figure, save_fig
 from .attention import token_label
 
 _CHUNK_ELEMS = 1 << 24  # logits per unembedding chunk (64 MB in float32)
+PROB_FLOOR = 1e-12  # plot_targets draws smaller probabilities at this floor, hollow, and says so
 _LOG2E = 1.4426950408889634
 
 
@@ -406,10 +407,18 @@ class LogitLensResult(Result):
         fig = new_figure(figsize=(8, 5.5))
         ax_p, ax_r = fig.add_subplot(2, 1, 1), fig.add_subplot(2, 1, 2)
         x = range(self.n_layers + 1)
+        # a floor keeps the axis readable (early rows can put a target at 1e-30); what it hides is drawn hollow
+        floor = PROB_FLOOR
+        probs = self.target_probs[:, c, :].double()
         for j in range(len(self.targets)):
             name = self.target_name(j)
-            ax_p.plot(x, self.target_probs[:, c, j].clamp_min(1e-12).numpy(), marker=".", label=name)
+            line, = ax_p.plot(x, probs[:, j].clamp_min(floor).numpy(), marker=".", label=name)
+            low = [i for i in x if probs[i, j] < floor]
+            if low:
+                ax_p.plot(low, [floor] * len(low), ls="none", marker="o", mfc="none", color=line.get_color())
             ax_r.plot(x, (self.target_ranks[:, c, j] + 1).numpy(), marker=".", label=name)
+        if bool((probs < floor).any()):
+            ax_p.axhline(floor, color="gray", ls=":", lw=1, label=f"below {floor:.0e}, drawn at it (hollow)")
         ax_p.set_yscale("log")
         ax_p.set_ylabel("probability")
         ax_p.legend(fontsize=8)

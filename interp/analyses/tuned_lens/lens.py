@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,7 +153,8 @@ class TunedLens(Result):
 
     # -------------------------------------------------------------------------------------- result protocol
     def to_frame(self):
-        """One row per layer: translator sizes and the training KL (nats) at the start and end, both lenses."""
+        """One row per layer: translator sizes and the training KL in bits (the unit of the held-out evaluation,
+        :func:`evaluate_lens`) at the start and end, both lenses."""
         import pandas as pd
 
         eye_dist = self.weight.flatten(1).norm(dim=1)
@@ -161,9 +163,10 @@ class TunedLens(Result):
             rec = {"layer": l, "label": layer_labels(self.n_layers)[l], "|A|_F": float(eye_dist[l]),
                    "|b|": float(self.bias[l].norm()), "|c| (bias-only)": float(self.baseline[l].norm())}
             if self.history.shape[0]:
-                rec.update({"train_kl_start": float(self.history[0, 0, l]),
-                            "train_kl_tuned": float(self.history[-1, 0, l]),
-                            "train_kl_bias_only": float(self.history[-1, 1, l])})
+                bits = self.history / math.log(2)  # stored in nats, the unit the optimiser minimises
+                rec.update({"train_kl_start_bits": float(bits[0, 0, l]),
+                            "train_kl_tuned_bits": float(bits[-1, 0, l]),
+                            "train_kl_bias_only_bits": float(bits[-1, 1, l])})
             recs.append(rec)
         return pd.DataFrame(recs).set_index("layer")
 
@@ -185,7 +188,7 @@ class TunedLens(Result):
         layer."""
         fig = new_figure(figsize=(10, 3.8))
         ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-        H = self.history
+        H = self.history / math.log(2)  # bits, as the held-out evaluation's figure
         if H.shape[0]:
             steps = self.meta.get("history_steps") or list(range(H.shape[0]))
             ax1.plot(steps, H[:, 0].mean(-1).numpy(), marker=".", label="tuned")
@@ -194,9 +197,9 @@ class TunedLens(Result):
             ax2.plot(range(self.n_layers), H[-1, 1].numpy(), marker=".", label="bias only")
             ax1.legend(fontsize=8)
         ax1.set_xlabel("KL step")
-        ax1.set_ylabel("training KL (nats), mean over layers")
+        ax1.set_ylabel("training KL (bits), mean over layers")
         ax2.set_xlabel("layer (residual entering block l)")
-        ax2.set_ylabel("training KL (nats), last step")
+        ax2.set_ylabel("training KL (bits), last step")
         ax1.set_title(f"tuned lens training ({self.meta.get('model')})", fontsize=10)
         return save_fig(fig, out)
 

@@ -1,8 +1,10 @@
 """The second paraphrase set of the fact files (``paraphrase_prompts_other``, built by
-data/build/build_paraphrases_other.py).
+data/build/build_paraphrases_other.py), and the second set of facts (``facts_shared.jsonl``, built by
+data/build/build_facts_shared.py from data/build/rules_shared.py).
 
-Fast, no model: reads the shipped files (interp/editing/records/) and the builder's templates."""
+Fast, no model: reads the shipped files (interp/editing/records/) and the builders' templates and candidates."""
 
+import collections
 import json
 import sys
 from pathlib import Path
@@ -15,10 +17,15 @@ DATA = default_path("facts.jsonl").parent  # the records shipped with the packag
 BUILD = Path(__file__).resolve().parents[1] / "data" / "build"
 sys.path.insert(0, str(BUILD))  # the builders import their siblings by name, as when run as scripts
 
+import build_facts  # noqa: E402
+import build_facts_shared  # noqa: E402
 import build_paraphrases_other as bpo  # noqa: E402
+import rules_shared  # noqa: E402
 from rules import RELATIONS, mid  # noqa: E402
 
-FILES = ["facts.jsonl", "facts_gemma.jsonl"]
+FILES = ["facts.jsonl", "facts_gemma.jsonl", "facts_shared.jsonl"]
+SHARED = "facts_shared.jsonl"
+ALL_RELATIONS = {**RELATIONS, **rules_shared.RELATIONS}  # disjoint: checked below
 
 
 def records(name):
@@ -47,7 +54,7 @@ def test_other_paraphrases_share_no_template_with_the_rewrite_or_existing_paraph
         s = r["subject"]
         old = {r["prompt"]} | {bpo.template_key(p, s) for p in r["paraphrase_prompts"]}
         # also every paraphrase template of the relation, not only the ones this record drew
-        old |= {t.replace("{S}", "{}") for t in RELATIONS[r["relation"]]["paraphrases"]}
+        old |= {t.replace("{S}", "{}") for t in ALL_RELATIONS[r["relation"]]["paraphrases"]}
         for p in r[bpo.FIELD]:
             key = bpo.template_key(p, s)
             assert p != r["prompt"].format(s) and p not in r["paraphrase_prompts"], (r["case_id"], p)
@@ -65,10 +72,11 @@ def test_dev_records_have_no_other_paraphrases(name):
 def test_rebuilding_is_idempotent_and_changes_nothing_else(name):
     text = (DATA / name).read_text(encoding="utf-8")
     recs = [json.loads(line) for line in text.splitlines()]
-    assert bpo.dumps(bpo.add_field(recs)) == text
+    templates = bpo.templates_for(name)[0]
+    assert bpo.dumps(bpo.add_field(recs, templates)) == text
     # from the records without the field, the builder gives the same file back: the field is all it adds
     stripped = [{k: v for k, v in r.items() if k != bpo.FIELD} for r in recs]
-    assert bpo.dumps(bpo.add_field(stripped)) == text
+    assert bpo.dumps(bpo.add_field(stripped, templates)) == text
     assert all(list(r)[-1] == bpo.FIELD for r in recs if r["split"] == "test")
 
 
@@ -82,6 +90,9 @@ def test_same_fact_gets_the_same_prompts_in_both_files():
 
 def test_templates_are_checked():
     bpo.check_templates()  # the shipped lists pass
+    bpo.check_templates(rules_shared.OTHER_TEMPLATES, rules_shared.RELATIONS)
+    with pytest.raises(ValueError, match="differ"):  # one set's templates with the other set's relations
+        bpo.check_templates(rules_shared.OTHER_TEMPLATES, RELATIONS)
     rel = "located_in_city"
     saved = bpo.OTHER_TEMPLATES[rel]
     try:
@@ -121,3 +132,89 @@ def test_the_independent_facts_load_and_follow_the_record_format():
     for r in records:
         assert len(r.paraphrase_prompts) == 3 and 5 <= len(r.neighborhood_prompts) <= 8
         assert r.text not in r.neighborhood_prompts and all(g.startswith(r.subject) for g in r.generation_prompts)
+
+
+# ------------------------------------------------------------------------------------- facts_shared.jsonl
+KEYS = ["case_id", "relation", "split", "prompt", "subject", "target_true", "target_new", "paraphrase_prompts",
+        "neighborhood_prompts", "generation_prompts"]
+
+
+def candidate_order(records, relations):
+    """The records in the order the builder meets the candidates: relation, object, subject as in the pools."""
+    pos = {(rel, s): (i, j, k) for i, (rel, spec) in enumerate(relations.items())
+           for j, subjects in enumerate(spec["pools"].values()) for k, s in enumerate(subjects)}
+    return sorted(records, key=lambda r: pos[r["relation"], r["subject"]])
+
+
+def test_shared_records_load_and_have_the_format():
+    from interp.editing.facts import load_records
+
+    recs = records(SHARED)
+    assert [r["case_id"] for r in recs] == list(range(len(recs)))
+    for r in recs:
+        assert list(r) == KEYS + ([bpo.FIELD] if r["split"] == "test" else []), r["case_id"]
+    dev, test = load_records(DATA / SHARED, split="dev"), load_records(DATA / SHARED, split="test")
+    assert len(dev) + len(test) == len(recs)
+    # MEMIT is tuned on ~100 dev facts at once and reported on ~100 test facts
+    assert len(dev) >= build_facts_shared.MIN_PER_SPLIT and len(test) >= build_facts_shared.MIN_PER_SPLIT
+    per_rel = collections.Counter((r["relation"], r["split"]) for r in recs)
+    for rel in {r["relation"] for r in recs}:  # about half of each relation in dev
+        n = per_rel[rel, "dev"] + per_rel[rel, "test"]
+        assert per_rel[rel, "dev"] == round(n * build_facts_shared.DEV_FRACTION), rel
+
+
+def test_shared_records_are_the_candidates_of_rules_shared():
+    relations = rules_shared.RELATIONS
+    for r in records(SHARED):
+        spec = relations[r["relation"]]
+        pools = spec["pools"]
+        s, true, new = r["subject"], r["target_true"], r["target_new"]
+        assert r["prompt"] == spec["prompt"] and s in pools[true], r["case_id"]
+        assert new in pools and new != true and new not in spec.get("also_true", {}).get(s, []), r["case_id"]
+        start = r["prompt"].index("{}")
+        assert start == 0 or r["prompt"][start - 1] == " ", r["case_id"]
+        assert s in r["prompt"].format(s)
+        # neighbours: the rewrite prompt on other subjects with the same true object
+        assert 5 <= len(r["neighborhood_prompts"]) <= 10
+        others = {r["prompt"].format(n) for n in pools[true] if n != s}
+        assert set(r["neighborhood_prompts"]) <= others, r["case_id"]
+        assert len(r["paraphrase_prompts"]) == 3 and len(r["generation_prompts"]) == 3
+        assert all(g.startswith(s) for g in r["generation_prompts"])
+
+
+def test_shared_facts_are_new_and_share_objects():
+    assert not set(rules_shared.RELATIONS) & set(RELATIONS)
+    recs = records(SHARED)
+    rels = {r["relation"] for r in recs}
+    assert len(rels) >= 6 and not rels & {r["relation"] for r in records("facts.jsonl")}
+    # not a fact of the other files: no (subject, relation) in common, not even with the independent facts,
+    # which share some relation ids (continent, currency, ...) and are scored only
+    keys = {(r["relation"], r["subject"]) for r in recs}
+    for name in ("facts.jsonl", "facts_independent.jsonl"):
+        assert not keys & {(r["relation"], r["subject"]) for r in records(name)}, name
+    # and no (subject, object) pair of rules.py's candidates
+    old = {(s, o) for spec in RELATIONS.values() for o, subjects in spec["pools"].items() for s in subjects}
+    assert not {(r["subject"], r["target_true"]) for r in recs} & old
+    # the point of the set: few objects, many subjects each
+    per_object = collections.Counter((r["relation"], r["target_true"]) for r in recs)
+    crowded = {rel for (rel, _), n in per_object.items() if n >= 10}
+    assert len(crowded) >= 5, per_object
+
+
+@pytest.mark.parametrize("name, relations, seed_record, fraction", [
+    ("facts.jsonl", RELATIONS, build_facts.SEED_RECORD, build_facts.DEV_FRACTION),
+    ("facts_gemma.jsonl", RELATIONS, build_facts.SEED_RECORD, build_facts.DEV_FRACTION),
+    (SHARED, rules_shared.RELATIONS, None, build_facts_shared.DEV_FRACTION),
+])
+def test_the_seeded_split_and_order_come_back_from_the_builder(name, relations, seed_record, fraction):
+    """The builders' split (seeded, stratified by relation) and file order, re-derived without the model from the
+    kept records: the files are exactly what split_and_order gives."""
+    text = (DATA / name).read_text(encoding="utf-8")
+    recs = [json.loads(line) for line in text.splitlines()]
+    kept = [{k: v for k, v in r.items() if k not in ("case_id", "split", bpo.FIELD)}
+            for r in candidate_order(recs, relations)]
+    if name == SHARED:
+        out = build_facts_shared.split_and_order(kept)
+    else:
+        out = build_facts.split_and_order(kept, relations, seed_record, fraction)
+    assert bpo.dumps(bpo.add_field(out, bpo.templates_for(name)[0])) == text

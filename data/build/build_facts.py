@@ -170,7 +170,9 @@ class Scorer:
 # ---------------------------------------------------------------------------
 # Build
 # ---------------------------------------------------------------------------
-def build(tok, model):
+def build(tok, model, relations=RELATIONS, seed_record=SEED_RECORD, dev_fraction=DEV_FRACTION):
+    """Filter ``relations``' candidates by what ``model`` knows; returns (records, stats). ``seed_record`` (or None)
+    is pinned as case 0 in test."""
     t0 = time.time()
     scorer = Scorer(tok, model)
     drops = collections.Counter()
@@ -182,14 +184,14 @@ def build(tok, model):
     #    model) and its candidate neighbors; collect all (prompt, target) pairs
     plan = []
     requests = []
-    for rel, spec in RELATIONS.items():
+    for rel, spec in relations.items():
         objs = list(spec["pools"])
         for obj, subjects in spec["pools"].items():
             assert len(set(subjects)) == len(subjects), (rel, obj)
             for s in subjects:
-                if rel == SEED_RECORD["relation"] and s == SEED_RECORD["subject"]:
-                    assert obj == SEED_RECORD["target_true"]
-                    new = SEED_RECORD["target_new"]
+                if seed_record and rel == seed_record["relation"] and s == seed_record["subject"]:
+                    assert obj == seed_record["target_true"]
+                    new = seed_record["target_new"]
                 else:
                     also = spec.get("also_true", {}).get(s, [])
                     choices = [o for o in objs if o != obj and o not in also]
@@ -261,18 +263,31 @@ def build(tok, model):
             para_ok[r["relation"]] += scorer.nll(p, r["target_true"]) < scorer.nll(p, r["target_new"])
 
     # 4. order (seed record first), split, ids
-    seed_idx = next(i for i, r in enumerate(kept) if r["relation"] == SEED_RECORD["relation"]
-                    and r["subject"] == SEED_RECORD["subject"])
-    seed_rec = kept.pop(seed_idx)
-    seed_rec["split"] = "test"
+    out = split_and_order(kept, relations, seed_record, dev_fraction)
+    stats = dict(n_candidates=n_candidates, drops=drops, drops_by_rel=drops_by_rel, unknown=unknown,
+                 nb_stats=nb_stats, para_ok=para_ok, para_n=para_n, seconds=time.time() - t0,
+                 rows=scorer.n_forward_rows, relations=relations)
+    return out, stats
+
+
+def split_and_order(kept, relations, seed_record=SEED_RECORD, dev_fraction=DEV_FRACTION):
+    """The kept records (in candidate order: relation, object, subject as in the pools) split and ordered, with
+    case ids and the file's key order. Needs no model: the split can be re-derived from a file's records."""
+    kept = list(kept)
+    head = []
+    if seed_record:
+        seed_idx = next(i for i, r in enumerate(kept) if r["relation"] == seed_record["relation"]
+                        and r["subject"] == seed_record["subject"])
+        head = [kept.pop(seed_idx)]
+        head[0]["split"] = "test"
     by_rel = collections.defaultdict(list)
     for r in kept:
         by_rel[r["relation"]].append(r)
     rank = {}
     for rel, recs in by_rel.items():
-        # split: shuffle the relation's records with a fixed seed, first third -> dev
-        n_rel = len(recs) + (rel == seed_rec["relation"])
-        n_dev = round(n_rel * DEV_FRACTION)
+        # split: shuffle the relation's records with a fixed seed, the first dev_fraction -> dev
+        n_rel = len(recs) + bool(head and rel == head[0]["relation"])
+        n_dev = round(n_rel * dev_fraction)
         order = list(range(len(recs)))
         seeded("split", rel).shuffle(order)
         for pos, i in enumerate(order):
@@ -281,25 +296,23 @@ def build(tok, model):
     # file order: interleave the relations proportionally (by each record's
     # fractional position in its relation's shuffled order), so that the first
     # N records of the file, or of a split, are a mixed sample of relations
-    rel_index = {rel: k for k, rel in enumerate(RELATIONS)}
+    rel_index = {rel: k for k, rel in enumerate(relations)}
     kept.sort(key=lambda r: (rank[id(r)], rel_index[r["relation"]]))
-    records = [seed_rec] + kept
     keys = ["case_id", "relation", "split", "prompt", "subject", "target_true", "target_new",
             "paraphrase_prompts", "neighborhood_prompts", "generation_prompts"]
     out = []
-    for i, r in enumerate(records):
+    for i, r in enumerate(head + kept):
         r["case_id"] = i
         out.append({k: r[k] for k in keys})
-    stats = dict(n_candidates=n_candidates, drops=drops, drops_by_rel=drops_by_rel, unknown=unknown,
-                 nb_stats=nb_stats, para_ok=para_ok, para_n=para_n, seconds=time.time() - t0,
-                 rows=scorer.n_forward_rows)
-    return out, stats
+    return out
 
 
-def validate(records, tok):
-    assert records[0]["subject"] == "The Eiffel Tower" and records[0]["split"] == "test"
-    assert records[0]["prompt"] == "{} is located in the city of"
-    assert records[0]["target_true"] == " Paris" and records[0]["target_new"] == " Rome"
+def validate(records, tok, seed_record=SEED_RECORD):
+    if seed_record:
+        first = records[0]
+        assert first["subject"] == seed_record["subject"] and first["split"] == "test"
+        assert first["prompt"] == RELATIONS[seed_record["relation"]]["prompt"]
+        assert first["target_true"] == seed_record["target_true"] and first["target_new"] == seed_record["target_new"]
     seen = set()
     for i, r in enumerate(records):
         assert r["case_id"] == i
@@ -324,13 +337,14 @@ def validate(records, tok):
 
 
 def summarize(records, stats, tok):
-    print(f"\n=== facts.jsonl: {len(records)} records "
+    print(f"\n=== {stats.get('file', 'facts.jsonl')}: {len(records)} records "
           f"(from {stats['n_candidates']} candidates, {stats['rows']} forward rows, {stats['seconds']:.0f} s) ===")
-    rels = list(RELATIONS)
+    relations = stats.get("relations", RELATIONS)
+    rels = list(relations)
     print(f"{'relation':<22}{'dev':>5}{'test':>6}{'total':>7}   candidates  paraphrase pre-edit acc")
     c = collections.Counter((r["relation"], r["split"]) for r in records)
     for rel in rels:
-        n_c = sum(len(v) for v in RELATIONS[rel]["pools"].values())
+        n_c = sum(len(v) for v in relations[rel]["pools"].values())
         acc = stats["para_ok"][rel] / max(1, stats["para_n"][rel])
         print(f"{rel:<22}{c[rel, 'dev']:>5}{c[rel, 'test']:>6}{c[rel, 'dev'] + c[rel, 'test']:>7}"
               f"   {n_c:>10}  {acc:>8.0%}")
@@ -349,28 +363,36 @@ def summarize(records, stats, tok):
     print(f"\nRecords with a multi-token target_true or target_new: {multi}")
 
 
-def main():
+def main(relations=None, out_path=None, *, seed_record=SEED_RECORD, dev_fraction=DEV_FRACTION,
+         other_templates=None, min_records=130):
+    """Build, check and write one records file: ``relations`` (default rules.RELATIONS) filtered by what
+    ``load_model()``'s model knows, written to ``out_path`` (default OUT_PATH, read at call time so a variant
+    builder can set it); ``other_templates`` are the second paraphrase set's (default: its own, for RELATIONS)."""
+    relations = RELATIONS if relations is None else relations
+    out_path = OUT_PATH if out_path is None else out_path
     torch.manual_seed(SEED)
     # One intra-op thread: faster than 2 on a busy 2-core machine, and it fixes
     # the floating-point reduction order (the filter compares NLLs).
     torch.set_num_threads(int(os.environ.get("FACTS_THREADS", "1")))
     tok, model = load_model()
-    records, stats = build(tok, model)
-    validate(records, tok)
-    with open(OUT_PATH, "w", encoding="utf-8") as f:
+    records, stats = build(tok, model, relations, seed_record, dev_fraction)
+    validate(records, tok, seed_record)
+    stats["file"] = os.path.basename(out_path)
+    with open(out_path, "w", encoding="utf-8") as f:
         for r in records:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
     # the second paraphrase set of the test records is not part of the rule above; re-add it, or a rebuild drops it
-    build_paraphrases_other.add_to_file(OUT_PATH)
+    build_paraphrases_other.add_to_file(out_path, other_templates, relations)
     summarize(records, stats, tok)
     if "-v" in sys.argv:
         print("\nCandidates the model does not know (relation, subject, true, preferred):")
         for u in stats["unknown"]:
             print("  ", u)
-    size = os.path.getsize(OUT_PATH)
-    print(f"\nWrote {OUT_PATH} ({size / 1024:.0f} KiB)")
+    size = os.path.getsize(out_path)
+    print(f"\nWrote {out_path} ({size / 1024:.0f} KiB)")
     assert size < 1_000_000
-    assert len(records) >= 130, f"only {len(records)} records survived the filter"
+    assert len(records) >= min_records, f"only {len(records)} records survived the filter"
+    return records, stats
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python data/build/build_paraphrases_other.py          # rewrites facts.jsonl, facts_gemma.jsonl
+    .venv/bin/python data/build/build_paraphrases_other.py          # rewrites the files of FILES in place
     .venv/bin/python data/build/build_paraphrases_other.py --score  # + pre-edit check on the unedited models
 
 The files are the package's records, ``interp/editing/records/``.
@@ -35,11 +35,13 @@ import os
 import random
 import time
 
+import rules_shared  # facts_shared.jsonl: its own relations and second-set templates
 from rules import PREFIXES, RECORDS, RELATIONS, SEED, fill, mid  # the records' own templates and rules
 
 FIELD = "paraphrase_prompts_other"
 N_MIN, N_MAX = 3, 5
-FILES = {"facts.jsonl": None, "facts_gemma.jsonl": "gemma3-270m"}  # file -> model name for interp.load (None: default)
+# file -> model name for interp.load (None: default)
+FILES = {"facts.jsonl": None, "facts_gemma.jsonl": "gemma3-270m", "facts_shared.jsonl": None}
 
 # '{}' = the subject in mid-sentence form ("the Eiffel Tower"), '{S}' = as written in the record (sentence start);
 # rules.fill does the substitution. A template ends where the target (with its leading space) continues.
@@ -149,16 +151,19 @@ def shares_template(a: str, b: str) -> bool:
     return a == b or a in b or b in a
 
 
-def check_templates() -> None:
+def check_templates(other_templates=None, relations=None) -> None:
     """Every relation has templates; none equals or contains (or is contained in) the rewrite prompt or one of the
-    relation's paraphrase templates; each has one subject slot and ends where the target continues."""
-    if set(OTHER_TEMPLATES) != set(RELATIONS):
-        raise ValueError(f"OTHER_TEMPLATES relations {sorted(OTHER_TEMPLATES)} differ from rules.RELATIONS "
-                         f"{sorted(RELATIONS)}")
-    for rel, templates in OTHER_TEMPLATES.items():
+    relation's paraphrase templates; each has one subject slot and ends where the target continues. Defaults:
+    this module's OTHER_TEMPLATES and rules.RELATIONS (a second record set passes its own, e.g. rules_shared's)."""
+    other_templates = OTHER_TEMPLATES if other_templates is None else other_templates
+    relations = RELATIONS if relations is None else relations
+    if set(other_templates) != set(relations):
+        raise ValueError(f"OTHER_TEMPLATES relations {sorted(other_templates)} differ from the records' relations "
+                         f"{sorted(relations)}")
+    for rel, templates in other_templates.items():
         if len(templates) < N_MAX or len(set(templates)) != len(templates):
             raise ValueError(f"{rel}: needs >= {N_MAX} distinct templates, got {templates}")
-        old = [_norm(t) for t in [RELATIONS[rel]["prompt"], *RELATIONS[rel]["paraphrases"]]]
+        old = [_norm(t) for t in [relations[rel]["prompt"], *relations[rel]["paraphrases"]]]
         for t in templates:
             n = t.count("{}") + t.count("{S}")
             if n != 1:
@@ -170,17 +175,18 @@ def check_templates() -> None:
                 raise ValueError(f"{rel}: template {t!r} shares a template with the existing {clash}")
 
 
-def other_paraphrases(relation: str, subject: str) -> list[str]:
+def other_paraphrases(relation: str, subject: str, other_templates=None) -> list[str]:
     """The 3-5 prompts of one fact: count and templates drawn with a generator seeded by (relation, subject)."""
-    if relation not in OTHER_TEMPLATES:
+    other_templates = OTHER_TEMPLATES if other_templates is None else other_templates
+    if relation not in other_templates:
         raise ValueError(f"relation {relation!r} has no other-paraphrase templates; allowed: "
-                         f"{sorted(OTHER_TEMPLATES)}")
+                         f"{sorted(other_templates)}")
     rng = random.Random(f"{SEED}|para_other|{relation}|{subject}")
     k = rng.randint(N_MIN, N_MAX)
-    return [fill(t, subject) for t in rng.sample(OTHER_TEMPLATES[relation], k)]
+    return [fill(t, subject) for t in rng.sample(other_templates[relation], k)]
 
 
-def add_field(records: list[dict]) -> list[dict]:
+def add_field(records: list[dict], other_templates=None) -> list[dict]:
     """Copies of ``records`` where every test record has the field (appended last, or replaced in place) and dev
     records have none."""
     out = []
@@ -191,7 +197,7 @@ def add_field(records: list[dict]) -> list[dict]:
         if r["split"] == "dev":
             r.pop(FIELD, None)
         else:
-            r[FIELD] = other_paraphrases(r["relation"], r["subject"])
+            r[FIELD] = other_paraphrases(r["relation"], r["subject"], other_templates)
         out.append(r)
     return out
 
@@ -206,13 +212,20 @@ def dumps(records: list[dict]) -> str:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
 
 
-def add_to_file(path: str) -> int:
+def add_to_file(path: str, other_templates=None, relations=None) -> int:
     """Rewrite ``path`` with the field on its test records; returns how many records got it."""
-    check_templates()
-    records = add_field(read(path))
+    check_templates(other_templates, relations)
+    records = add_field(read(path), other_templates)
     with open(path, "w", encoding="utf-8") as f:
         f.write(dumps(records))
     return sum(FIELD in r for r in records)
+
+
+def templates_for(name: str) -> tuple[dict, dict]:
+    """(second-set templates, relations) of a records file: facts_shared.jsonl has rules_shared's, the rest rules'."""
+    if name == "facts_shared.jsonl":
+        return rules_shared.OTHER_TEMPLATES, rules_shared.RELATIONS
+    return OTHER_TEMPLATES, RELATIONS
 
 
 # ---------------------------------------------------------------------------------------------- pre-edit check
@@ -247,7 +260,7 @@ def score(path: str, model_name: str | None, batch_size: int = 64) -> dict:
         if which == FIELD:
             per_tpl[recs[i]["relation"], key].append(good)
     table = {}
-    for rel in [*OTHER_TEMPLATES, "overall"]:
+    for rel in [*templates_for(os.path.basename(path))[0], "overall"]:
         idx = [i for i, r in enumerate(recs) if rel in ("overall", r["relation"])]
         if not idx:
             continue
@@ -284,7 +297,7 @@ def main(argv=None) -> None:
         if name not in FILES:
             raise SystemExit(f"file {name!r} not known; allowed: {', '.join(FILES)}")
         path = os.path.join(RECORDS, name)
-        n = add_to_file(path)
+        n = add_to_file(path, *templates_for(name))
         print(f"{name}: {FIELD} on {n} test records")
         if args.score:
             print_score(score(path, FILES[name]))

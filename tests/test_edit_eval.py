@@ -404,7 +404,8 @@ def ref_fact_probs(model, fact, groups):
 def ref_fact_scores(probs):
     out = {}
     for name, group, side in (("efficacy", "rewrite", 0), ("paraphrase", "paraphrase", 0),
-                              ("neighborhood", "neighborhood", 1), ("paraphrase_other", "paraphrase_other", 0)):
+                              ("neighborhood", "neighborhood", 1), ("paraphrase_other", "paraphrase_other", 0),
+                              ("neighborhood_unedited", "neighborhood_unedited", 1)):
         if group in probs:
             pr = probs[group]
             out[f"{name}_score"] = float((pr[:, side] > pr[:, 1 - side]).double().mean())
@@ -426,11 +427,13 @@ def ref_text_nll(model, texts, *, max_len=64, batch_size=8):
     return total / count
 
 
-def ref_measure(model, fact, seed, gen_tokens):
+def ref_measure(model, fact, seed, gen_tokens, batch=()):
     groups = {"rewrite": [fact.text], "paraphrase": list(fact.paraphrase_prompts),
               "neighborhood": list(fact.neighborhood_prompts)}
     if fact.extra.get("paraphrase_prompts_other"):
         groups["paraphrase_other"] = list(fact.extra["paraphrase_prompts_other"])
+    # the neighbours whose subject is not edited in the record's batch (its rewrite prompt is not among theirs)
+    groups["neighborhood_unedited"] = [p for p in fact.neighborhood_prompts if p not in {f.text for f in batch}]
     out = ref_fact_scores(ref_fact_probs(model, fact, groups))
     texts = generation.sample_text(model, list(fact.generation_prompts), gen_tokens, seed=seed, top_k=5)
     out["gen_entropy"] = sum(em.ngram_entropy(p + t) for p, t in zip(fact.generation_prompts, texts)) / len(texts)
@@ -439,7 +442,8 @@ def ref_measure(model, fact, seed, gen_tokens):
     # the strict form, from the full logits of model.run: is the wanted target's first token the argmax?
     for name, group, target in (("efficacy", "rewrite", fact.target_new), ("paraphrase", "paraphrase", fact.target_new),
                                 ("neighborhood", "neighborhood", fact.target_true),
-                                ("paraphrase_other", "paraphrase_other", fact.target_new)):
+                                ("paraphrase_other", "paraphrase_other", fact.target_new),
+                                ("neighborhood_unedited", "neighborhood_unedited", fact.target_true)):
         if group in groups:
             want = model.target_tokens(target)[0]
             hits = [int(model.run(model.to_tokens(p))[0, -1].argmax()) == want for p in groups[group]]
@@ -469,6 +473,9 @@ def ref_records():
     recs = [r.to_dict() for r in rome.load_records(split="dev")[2:4]]
     recs[0]["paraphrase_prompts_other"] = ["In which city is " + recs[0]["subject"] + "? It is in",
                                            recs[0]["subject"] + ", a place in the city of"]
+    # the second record's rewrite prompt as one of the first's neighbours: edited in the same batch, it leaves
+    # neighborhood_unedited (batch_size 2) and stays in it when each record is edited alone
+    recs[0]["neighborhood_prompts"] = list(recs[0]["neighborhood_prompts"]) + [recs[1]["prompt"].format(recs[1]["subject"])]
     return [as_fact(r) for r in recs]
 
 
@@ -497,8 +504,8 @@ def test_batched_measurements_match_the_slow_reference(request, ref_records, nam
     assert digest(embedded) == d0
     texts = drift.drift_texts(2)
     loss_pre = ref_text_nll(embedded, texts)
-    befores = [ref_measure(embedded, fact, i, 5) for i, fact in enumerate(ref_records)]
     batches = [ref_records[i:i + batch_size] for i in range(0, len(ref_records), batch_size)]
+    befores = [ref_measure(embedded, fact, i, 5, batches[i // batch_size]) for i, fact in enumerate(ref_records)]
     for result, hp in runs:
         f = result.to_frame()
         assert abs(f["loss_pre"].iloc[0] - loss_pre) < 1e-6
@@ -512,7 +519,7 @@ def test_batched_measurements_match_the_slow_reference(request, ref_records, nam
                      ft.ft_edit(embedded, fact.prompt, fact.subject, fact.target_new, layer, **hp)
                      for j, fact in enumerate(batch)]
             try:
-                afters = [ref_measure(embedded, fact, k + j, 5) for j, fact in enumerate(batch)]
+                afters = [ref_measure(embedded, fact, k + j, 5, batch) for j, fact in enumerate(batch)]
                 loss_post = ref_text_nll(embedded, texts)
             finally:
                 for e in reversed(edits):
@@ -524,6 +531,10 @@ def test_batched_measurements_match_the_slow_reference(request, ref_records, nam
                 assert abs(row["loss_drift"] - 100 * (loss_post - loss_pre) / loss_pre) < 1e-4
             k += len(batch)
         assert math.isnan(f.loc[ref_records[1].case_id, "paraphrase_other_score_post"])
+        first = f.loc[ref_records[0].case_id]  # alone, every neighbour is unedited; in a batch of 2, one is not
+        same = [first[f"neighborhood_unedited_{k}"] == first[f"neighborhood_{k}"]
+                for k in ("score_pre", "magnitude_pre", "score_post", "magnitude_post")]
+        assert all(same) if batch_size == 1 else not same[1] and not same[3]
         assert f["efficacy_acc_post"].notna().all() and "paraphrase_other_acc" in result.to_json()
     assert digest(embedded) == d0
     if kept:  # the two settings made different edits, so the shared batch did keep them apart

@@ -33,7 +33,7 @@ from ...core.results import Result, new_figure, save_fig
 from ..hparams import KEY_MATCH
 
 SCORES = ("efficacy", "paraphrase", "neighborhood")
-ALL_SCORES = SCORES + ("paraphrase_other",)
+ALL_SCORES = SCORES + ("paraphrase_other", "neighborhood_unedited")
 P_CONVERGED = 0.5
 CLAMP_SHARE = 0.999
 SMALL_KEY = 0.25

@@ -20,7 +20,9 @@ form, and ``*_acc``, the strict form (the wanted target's first token is the top
 - paraphrase: the same, averaged over the paraphrase prompts; ``paraphrase_other`` the same over the record's
   second paraphrase set (``paraphrase_prompts_other``, other forms; NaN when the record has none);
 - neighborhood: share of neighbourhood prompts (other subjects whose answer is target_true) where
-  P(true) > P(new) still (acc: target_true stays top-1); magnitude P(true) - P(new);
+  P(true) > P(new) still (acc: target_true stays top-1); magnitude P(true) - P(new); ``neighborhood_unedited``
+  the same over the neighbourhood prompts whose subject the record's batch does not edit (one record a batch:
+  every prompt; NaN when the batch edits every neighbour);
 - generation entropy: weighted n-gram entropy (n = 2, 3; weights 2/3, 4/3) of seeded top-5 samples continuing
   the generation prompts — the same samples (seed) before and after, so the drop is paired;
 - loss drift: mean next-token NLL on a fixed set of Wikipedia summaries, after vs before, in percent (with a
@@ -226,7 +228,9 @@ def _run(model, facts: list, runs: list[Editor], s: EvalSettings) -> tuple[list,
     for c0 in range(0, len(facts), chunk):
         group = facts[c0:c0 + chunk]
         seeds = [s.seed + s.first_index + c0 + j for j in range(len(group))]
-        befores = None if kept else measure(model, group, seeds, **opts)  # kept: with the edited (_measure_kept)
+        edited = [batch_prompts(group[j - j % s.batch_size: j - j % s.batch_size + s.batch_size])
+                  for j in range(len(group))]
+        befores = None if kept else measure(model, group, seeds, edited=edited, **opts)  # kept: in _measure_kept
         made: list[tuple[int, EditedBatch]] = []
         # independent edits (one record a batch) that an editor can make at once are made so first
         ready = [made_together(ed, group) if kept and s.batch_size == 1 else None for ed in runs]
@@ -240,7 +244,7 @@ def _run(model, facts: list, runs: list[Editor], s: EvalSettings) -> tuple[list,
         if kept:
             if texts is not None and start is None:  # the layers below every written one are the unedited model's
                 start = drift_start(model, texts, min(l for ed in runs for l in ed.layers))
-            _measure_kept(model, group, seeds, [b for _, b in made], texts, loss_pre, opts, start)
+            _measure_kept(model, group, seeds, edited, [b for _, b in made], texts, loss_pre, opts, start)
         for r, b in made:
             rows[r] += b.rows
             curves[r].update(b.curves)
@@ -296,7 +300,8 @@ def _edit_batch(model, ed: Editor, batch, pre, seeds, texts, loss_pre, opts, *, 
         if ok and keep:
             matrices = {l: model.mlp_out_matrix(l).detach().cpu().clone() for l in ed.layers}
         elif ok:
-            after = measure(model, [batch[j] for j in ok], [seeds[j] for j in ok], **opts)
+            after = measure(model, [batch[j] for j in ok], [seeds[j] for j in ok],
+                            edited=[batch_prompts(batch)] * len(ok), **opts)
             loss_post = text_nll(model, texts) if texts is not None else float("nan")
     finally:
         for h in reversed(handles):
@@ -315,7 +320,13 @@ def _edit_batch(model, ed: Editor, batch, pre, seeds, texts, loss_pre, opts, *, 
     return out
 
 
-def _measure_kept(model, group, seeds, batches: Sequence[EditedBatch], texts, loss_pre, opts,
+def batch_prompts(batch) -> frozenset:
+    """The rewrite prompts of a batch of records: a neighbourhood prompt among them names a subject the batch
+    edits (see :func:`interp.editing.eval.measure.fact_groups`)."""
+    return frozenset(f.text for f in batch)
+
+
+def _measure_kept(model, group, seeds, edited, batches: Sequence[EditedBatch], texts, loss_pre, opts,
                   start: DriftStart | None = None) -> None:
     """Measure a chunk's records unedited and every kept batch after its edits, all in one go: probabilities,
     generation samples and lens rows of every record batched, each row under its own batch's matrices (the
@@ -326,7 +337,8 @@ def _measure_kept(model, group, seeds, batches: Sequence[EditedBatch], texts, lo
     unedited: dict = {}
     facts = list(group) + [b.facts[j] for b in todo for j in b.ok]
     both = measure(model, facts, list(seeds) + [b.seeds[j] for b in todo for j in b.ok],
-                   variants=[unedited] * len(group) + [b.matrices for b in todo for _ in b.ok], **opts)
+                   variants=[unedited] * len(group) + [b.matrices for b in todo for _ in b.ok],
+                   edited=list(edited) + [batch_prompts(b.facts) for b in todo for _ in b.ok], **opts)
     befores, afters = both[:len(group)], both[len(group):]
     for b in batches:
         b.fill_pre(befores[b.offset: b.offset + len(b.facts)])

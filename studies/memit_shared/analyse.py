@@ -1,0 +1,60 @@
+"""Where MEMIT's neighbourhood falls on facts_shared.jsonl (issue 37): a run's per-record CSV, broken down.
+
+    .venv/bin/python studies/memit_shared/analyse.py studies/memit_shared/dev_baseline.csv
+
+For each record of the batch: its relation, how many facts of the same batch share its true object (their edits
+move away from the object its neighbours should keep) and how many rewrite *to* its true object, or to its new
+object (edits that pull the relation's template toward the neighbours' answer, or toward the wrong one), and its neighbourhood score before and after.
+Prints the scores per relation and by those counts.
+"""
+
+import sys
+
+import pandas as pd
+
+
+def breakdown(path: str) -> dict:
+    t = pd.read_csv(path)
+    t = t[t["error"].isna()] if "error" in t else t
+    same_true = t.groupby(["relation", "target_true"])["case_id"].transform("count") - 1
+    # facts of the batch whose new object is this record's true object (the neighbours' answer)
+    new_counts = t.groupby(["relation", "target_new"]).size()
+    to_true = [int(new_counts.get((r, o), 0)) for r, o in zip(t["relation"], t["target_true"])]
+    # facts of the batch rewritten to this record's new object: the object its neighbours must not drift to
+    to_new = t.groupby(["relation", "target_new"])["case_id"].transform("count") - 1
+    t = t.assign(same_true=same_true, to_true=to_true, to_new=to_new)
+    cols = ["efficacy_score_post", "paraphrase_score_post", "neighborhood_score_pre", "neighborhood_score_post",
+            "neighborhood_acc_post", "neighborhood_unedited_score_post"]
+    cols = [c for c in cols if c in t]
+    per_rel = t.groupby("relation")[cols].mean().mul(100).round(1).assign(n=t.groupby("relation").size())
+    by_share = t.groupby(pd.cut(t["same_true"], [-1, 0, 2, 5, 10, 100]), observed=True)[cols].mean().mul(100).round(1)
+    by_share["n"] = t.groupby(pd.cut(t["same_true"], [-1, 0, 2, 5, 10, 100]), observed=True).size()
+    by_pull = t.groupby(pd.cut(t["to_true"], [-1, 0, 2, 5, 100]), observed=True)[cols].mean().mul(100).round(1)
+    by_pull["n"] = t.groupby(pd.cut(t["to_true"], [-1, 0, 2, 5, 100]), observed=True).size()
+    by_push = t.groupby(pd.cut(t["to_new"], [-1, 0, 2, 5, 100]), observed=True)[cols].mean().mul(100).round(1)
+    by_push["n"] = t.groupby(pd.cut(t["to_new"], [-1, 0, 2, 5, 100]), observed=True).size()
+    return {"per_relation": per_rel, "by_other_facts_rewritten_to_the_same_new_object": by_push, "by_facts_sharing_the_true_object": by_share,
+            "by_facts_rewritten_to_the_true_object": by_pull, "overall": t[cols].mean().mul(100).round(1)}
+
+
+def edited_neighbours(records: str, split: str, n: int | None) -> str:
+    """How many neighbourhood prompts of the first ``n`` records of ``split`` name a subject those records edit (the
+    prompt is one of the batch's rewrite prompts), when they are edited in one batch."""
+    import json
+
+    recs = [r for r in map(json.loads, open(records, encoding="utf-8")) if r["split"] == split][:n]
+    edited = {r["prompt"].format(r["subject"]) for r in recs}
+    hits = [sum(q in edited for q in r["neighborhood_prompts"]) for r in recs]
+    total = sum(len(r["neighborhood_prompts"]) for r in recs)
+    return (f"{records} {split}, {len(recs)} records in one batch: {sum(hits)} of {total} neighbourhood prompts "
+            f"({sum(hits) / total:.1%}) name an edited subject; {sum(h > 0 for h in hits)} records have one")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--edited-neighbours":     # analyse.py --edited-neighbours RECORDS SPLIT [N]
+        print(edited_neighbours(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else None))
+        sys.exit()
+    pd.set_option("display.width", 250)
+    pd.set_option("display.max_columns", 20)
+    for name, frame in breakdown(sys.argv[1]).items():
+        print(f"\n== {name}\n{frame}")

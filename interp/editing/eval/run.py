@@ -228,8 +228,8 @@ def _run(model, facts: list, runs: list[Editor], s: EvalSettings) -> tuple[list,
     for c0 in range(0, len(facts), chunk):
         group = facts[c0:c0 + chunk]
         seeds = [s.seed + s.first_index + c0 + j for j in range(len(group))]
-        edited = [batch_prompts(group[j - j % s.batch_size: j - j % s.batch_size + s.batch_size])
-                  for j in range(len(group))]
+        parts = {b: batch_prompts(group[b:b + s.batch_size]) for b in range(0, len(group), s.batch_size)}
+        edited = [parts[j - j % s.batch_size] for j in range(len(group))]  # each record's batch's rewrite prompts
         befores = None if kept else measure(model, group, seeds, edited=edited, **opts)  # kept: in _measure_kept
         made: list[tuple[int, EditedBatch]] = []
         # independent edits (one record a batch) that an editor can make at once are made so first

@@ -148,6 +148,12 @@ their prompts against 51.0% unedited (41.1% after 100 facts at once), and the Wi
 at 100). ROME one fact at a time keeps efficacy near 100 and the neighbours near 95, but that is one edit in the
 model at a time; section 2 shows ROME's edits piled up.
 
+Part of that price is the measurement, not the editor: in a batch of 464, 56% of the neighbourhood prompts name a
+subject the same batch edits, whose answer *should* change. Counting only the neighbours the batch does not edit
+(`neighborhood_unedited`, now reported beside the old score), the same run keeps 89.3 [87.4, 91.2] (strict 38.4)
+instead of 72.9 (16.4); at 100 facts, 96.1 instead of 93.0 (`studies/memit_shared/README.md`, where both runs are
+re-measured and reproduce the stored figures exactly).
+
 All 17 facts MEMIT fails have a rewrite prompt that starts with the subject (the crosstab: 17 of 258 such facts, none
 of the 206 others). It looks like the BOS-adjacent key mismatch that made single ROME edits fail on facts the
 project did not write, but on dev it mostly is not (`studies/memit_key_rule/`, its JSON

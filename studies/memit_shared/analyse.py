@@ -16,25 +16,26 @@ import pandas as pd
 def breakdown(path: str) -> dict:
     t = pd.read_csv(path)
     t = t[t["error"].isna()] if "error" in t else t
-    same_true = t.groupby(["relation", "target_true"])["case_id"].transform("count") - 1
-    # facts of the batch whose new object is this record's true object (the neighbours' answer)
+    # per record: facts of the batch with the same true object, rewritten to its true object (the neighbours'
+    # answer), rewritten to its new object (the object its neighbours must not drift to)
     new_counts = t.groupby(["relation", "target_new"]).size()
-    to_true = [int(new_counts.get((r, o), 0)) for r, o in zip(t["relation"], t["target_true"])]
-    # facts of the batch rewritten to this record's new object: the object its neighbours must not drift to
-    to_new = t.groupby(["relation", "target_new"])["case_id"].transform("count") - 1
-    t = t.assign(same_true=same_true, to_true=to_true, to_new=to_new)
+    t = t.assign(same_true=t.groupby(["relation", "target_true"])["case_id"].transform("count") - 1,
+                 to_true=[int(new_counts.get(k, 0)) for k in zip(t["relation"], t["target_true"])],
+                 to_new=[int(new_counts[k]) - 1 for k in zip(t["relation"], t["target_new"])])
     cols = ["efficacy_score_post", "paraphrase_score_post", "neighborhood_score_pre", "neighborhood_score_post",
             "neighborhood_acc_post", "neighborhood_unedited_score_post"]
     cols = [c for c in cols if c in t]
-    per_rel = t.groupby("relation")[cols].mean().mul(100).round(1).assign(n=t.groupby("relation").size())
-    by_share = t.groupby(pd.cut(t["same_true"], [-1, 0, 2, 5, 10, 100]), observed=True)[cols].mean().mul(100).round(1)
-    by_share["n"] = t.groupby(pd.cut(t["same_true"], [-1, 0, 2, 5, 10, 100]), observed=True).size()
-    by_pull = t.groupby(pd.cut(t["to_true"], [-1, 0, 2, 5, 100]), observed=True)[cols].mean().mul(100).round(1)
-    by_pull["n"] = t.groupby(pd.cut(t["to_true"], [-1, 0, 2, 5, 100]), observed=True).size()
-    by_push = t.groupby(pd.cut(t["to_new"], [-1, 0, 2, 5, 100]), observed=True)[cols].mean().mul(100).round(1)
-    by_push["n"] = t.groupby(pd.cut(t["to_new"], [-1, 0, 2, 5, 100]), observed=True).size()
-    return {"per_relation": per_rel, "by_other_facts_rewritten_to_the_same_new_object": by_push, "by_facts_sharing_the_true_object": by_share,
-            "by_facts_rewritten_to_the_true_object": by_pull, "overall": t[cols].mean().mul(100).round(1)}
+
+    def table(by):
+        g = t.groupby(by, observed=True)
+        return g[cols].mean().mul(100).round(1).assign(n=g.size())
+
+    bins = [-1, 0, 2, 5, 100]
+    return {"per_relation": table("relation"),
+            "by_other_facts_rewritten_to_the_same_new_object": table(pd.cut(t["to_new"], bins)),
+            "by_facts_sharing_the_true_object": table(pd.cut(t["same_true"], [-1, 0, 2, 5, 10, 100])),
+            "by_facts_rewritten_to_the_true_object": table(pd.cut(t["to_true"], bins)),
+            "overall": t[cols].mean().mul(100).round(1)}
 
 
 def edited_neighbours(records: str, split: str, n: int | None) -> str:

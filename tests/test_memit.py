@@ -137,6 +137,41 @@ def test_key_spread_weight_solves_for_every_templated_key(tiny3, beta):
     assert e.hparams["key_spread_weight"] == beta
 
 
+@pytest.mark.parametrize("gamma", [0.5, 3.0])
+def test_bare_key_weight_adds_the_bare_prompt_key_as_a_row(tiny3, gamma):
+    """``bare_key_weight`` γ with ``bare_key_when="always"``: ΔW minimises |ΔW k̄ - r|² + γ |ΔW k_0 - r|² +
+    λ tr(ΔW C ΔWᵀ), with k_0 the bare rewrite prompt's key (template row 0), solved here as a stacked
+    least-squares system from independent forwards. With "mismatch" the row is added only where the bare key's
+    share under the plain solve is below KEY_MATCH: forced off (bound 0) the update is the plain one bit for bit,
+    forced on (bound ∞) it is the "always" one."""
+    m, stats = tiny3
+    lam, req = 50.0, REQUESTS[0]
+    plain = memit_edit(m, [req], layers=[1], stats=stats, mom2_update_weight=lam, **FAST)
+    plain.revert()
+    e = memit_edit(m, [req], layers=[1], stats=stats, mom2_update_weight=lam, bare_key_weight=gamma,
+                   bare_key_when="always", **FAST)
+    e.revert()
+    k_rows, h_rows = template_states(m, e, req, 1)
+    k, h = k_rows.mean(0), h_rows.mean(0)
+    r = e.z[0].double() - h
+    evals, evecs = torch.linalg.eigh(stats[1].mom2)
+    c_half = evecs @ torch.diag(evals.clamp_min(0).sqrt()) @ evecs.T
+    a = torch.cat([k[None], math.sqrt(gamma) * k_rows[:1], math.sqrt(lam) * c_half])
+    b = torch.cat([r[None], math.sqrt(gamma) * r[None], torch.zeros(m.d_mlp, m.d_model, dtype=torch.float64)])
+    expected = torch.linalg.lstsq(a, b).solution.T
+    assert float((e.delta(1) - expected).norm() / expected.norm()) < 1e-4
+    assert float((e.delta(1) - plain.delta(1)).norm() / plain.delta(1).norm()) > 1e-3   # the row changed it
+    assert e.facts_info[0]["key_match"] > plain.facts_info[0]["key_match"]   # the bare prompt gets more of it
+    assert e.norms["layers"]["1"]["bare_rows"] == 1 and plain.norms["layers"]["1"]["bare_rows"] == 0
+    for bound, like in ((0.0, plain), (math.inf, e)):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(memit_solve, "KEY_MATCH", bound)
+            f = memit_edit(m, [req], layers=[1], stats=stats, mom2_update_weight=lam, bare_key_weight=gamma,
+                           bare_key_when="mismatch", **FAST)
+            f.revert()
+        assert torch.equal(f.delta(1), like.delta(1))
+
+
 def test_every_layer_is_written_as_w_plus_its_delta(tiny_batch):
     m, _, e, before, _ = tiny_batch
     assert e.layers == [0, 1] and e.layer == 1 and e.applied and e.applied_model is m
@@ -268,6 +303,11 @@ def test_bad_input(tiny3):
     for bad in (-1.0, float("inf"), float("nan"), "1", True):
         with pytest.raises(ValueError, match=r"key_spread_weight=.*allowed: a finite number >= 0"):
             memit_edit(m, REQUESTS, layers=[0, 1], stats=stats, key_spread_weight=bad)
+    for bad in (-1.0, float("inf"), "1", True):
+        with pytest.raises(ValueError, match=r"bare_key_weight=.*allowed: a finite number >= 0"):
+            memit_edit(m, REQUESTS, layers=[0, 1], stats=stats, bare_key_weight=bad)
+    with pytest.raises(ValueError, match=r"bare_key_when='sometimes'; allowed: 'mismatch', 'always'"):
+        memit_edit(m, REQUESTS, layers=[0, 1], stats=stats, bare_key_when="sometimes")
     with pytest.raises(ValueError, match=r"no statistics for layer\(s\) \[1\]"):
         memit_edit(m, REQUESTS, layers=[0, 1], stats={0: stats[0]})
     with pytest.raises(ValueError, match="missing keys"):

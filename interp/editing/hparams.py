@@ -122,6 +122,7 @@ KEY_RULES = ("auto", "mean", "each")  # RomeHparams.key_rule (interp.editing.rom
 # "auto" answers to every templated key when the bare prompt would get less than this share of the update under
 # "mean" (chosen on dev: study "key_rule"); the failure diagnosis "key mismatch" uses the same bound.
 KEY_MATCH = 0.5
+BARE_KEY_WHEN = ("mismatch", "always")  # MemitHparams.bare_key_when
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,8 @@ class MemitHparams(VStarHparams):
     clamp_norm_factor: float = 0.75         # |delta| <= factor * |h| (the residual at the last layer)
     mom2_update_weight: float = 2500.0      # λ in λ C + K Kᵀ (GPT-J 15000, GPT-2 XL 20000)
     key_spread_weight: float = 0.0          # β: weight of every templated key of a fact
+    bare_key_weight: float = 0.0            # γ: weight of a fact's bare rewrite-prompt key (as an extra row)
+    bare_key_when: str = "mismatch"         # which facts get that row: "mismatch" (share < KEY_MATCH) or "always"
 
     KIND = "MEMIT"
 
@@ -158,6 +161,11 @@ class MemitHparams(VStarHparams):
         if isinstance(b, bool) or not (isinstance(b, (int, float)) and 0 <= b < math.inf):
             raise ValueError(f"key_spread_weight={b!r}; allowed: a finite number >= 0 (0: the template-mean keys "
                              "alone)")
+        g = self.bare_key_weight
+        if isinstance(g, bool) or not (isinstance(g, (int, float)) and 0 <= g < math.inf):
+            raise ValueError(f"bare_key_weight={g!r}; allowed: a finite number >= 0 (0: no bare-key row)")
+        if self.bare_key_when not in BARE_KEY_WHEN:
+            raise ValueError(f"bare_key_when={self.bare_key_when!r}; allowed: {', '.join(map(repr, BARE_KEY_WHEN))}")
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ from ..core.inputs import pad_rows
 from .base import check_dense_mlps, notify
 from .matrices import kept_matrices
 from .facts import Fact, Request, as_fact, check_prompt, check_target
-from .hparams import MemitHparams
+from .hparams import KEY_MATCH, MemitHparams
 from .vstar import edit_batch, optimize_delta, optimize_deltas
 
 TARGET_CHUNK = 16  # facts whose v* optimisations share forwards (7 rows each with the default templates; bounds memory)
@@ -303,14 +303,21 @@ def second_moment(stats, layer: int, d_mlp: int) -> torch.Tensor:
 
 
 def solve_layer(keys: torch.Tensor, mom2: torch.Tensor, weight: float, ridge: float = 0.0, *, spread=None,
-                spread_weight: float = 0.0, layer=None) -> torch.Tensor:
-    """``K (λC + KᵀK + β S + ridge I)⁻¹`` [n, d_mlp] in float64 (Cholesky: the matrix is symmetric positive
-    definite whenever C is); ``S`` the facts' key spread (:class:`States`), β ``spread_weight``; ``ΔW = Rᵀ`` times
-    this."""
+                spread_weight: float = 0.0, bare=None, bare_weights=None, layer=None) -> torch.Tensor:
+    """``(K + Γ K₀) (λC + KᵀK + K₀ᵀ Γ K₀ + β S + ridge I)⁻¹`` [n, d_mlp] in float64 (Cholesky: the matrix is
+    symmetric positive definite whenever C is); ``S`` the facts' key spread (:class:`States`), β
+    ``spread_weight``; ``K₀`` [n, d_mlp] the bare prompts' keys (``bare``) and ``Γ`` the diagonal of
+    ``bare_weights`` [n] (none: Γ = 0); ``ΔW = Rᵀ`` times this."""
     k = keys.to(torch.float64)
     a = weight * mom2 + k.T @ k
+    lhs = k
     if spread_weight:
         a = a + spread_weight * spread
+    if bare_weights is not None and bool((bare_weights > 0).any()):
+        k0 = bare.to(torch.float64)
+        g = bare_weights.to(torch.float64)[:, None]
+        a = a + (g * k0).T @ k0
+        lhs = k + g * k0
     if ridge:
         a = a + ridge * torch.eye(a.shape[0], dtype=torch.float64)
     chol, info = torch.linalg.cholesky_ex(a)
@@ -318,7 +325,35 @@ def solve_layer(keys: torch.Tensor, mom2: torch.Tensor, weight: float, ridge: fl
         raise ValueError(f"λC + KᵀK at layer {layer} is not positive definite (λ={weight}): the key statistics "
                          "are singular (fewer tokens than d_mlp, or dead units); use more mom2_n_tokens or "
                          "mom2_ridge > 0")
-    return torch.cholesky_solve(k.T, chol).T
+    return torch.cholesky_solve(lhs.T, chol).T
+
+
+def key_share(adj: torch.Tensor, st: States) -> torch.Tensor:
+    """[n] each fact's ``key_match``: the update its bare prompt's key gets relative to its mean key's."""
+    return (adj * st.bare).sum(1) / (adj * st.keys).sum(1)
+
+
+def layer_adjoint(st: States, mom2: torch.Tensor, hp: MemitHparams, layer: int) -> tuple[torch.Tensor, int]:
+    """One layer's ``A`` [n, d_mlp] (:func:`solve_layer`) and how many facts got a bare-key row: the solve is made
+    without the rows first, and again with them where :func:`bare_key_weights` gives any."""
+    def solve(gamma):
+        return solve_layer(st.keys, mom2, hp.mom2_update_weight, hp.mom2_ridge, spread=st.spread,
+                           spread_weight=float(hp.key_spread_weight), bare=st.bare, bare_weights=gamma, layer=layer)
+
+    adj = solve(None)
+    gamma = bare_key_weights(hp, key_share(adj, st))
+    rows = 0 if gamma is None else int((gamma > 0).sum())
+    return (solve(gamma) if rows else adj), rows
+
+
+def bare_key_weights(hp: MemitHparams, match: torch.Tensor) -> torch.Tensor | None:
+    """Γ's diagonal [n] for :func:`solve_layer`: ``bare_key_weight`` γ for the facts that get a bare-key row
+    (``bare_key_when``: "always", or "mismatch": the facts whose bare key gets less than :data:`KEY_MATCH` of the
+    update under the solve without the row, ``match`` [n]); None when γ = 0."""
+    if not hp.bare_key_weight:
+        return None
+    pick = torch.ones_like(match, dtype=torch.bool) if hp.bare_key_when == "always" else match < KEY_MATCH
+    return pick.to(torch.float64) * float(hp.bare_key_weight)
 
 
 def factor_product(resid: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
@@ -415,9 +450,8 @@ def spread(model, targets: Targets, layers: list[int], stats: dict, hp: MemitHpa
             resid = (targets.z - h) / (len(layers) - j)
             notify(progress, stage="solve", layer=layer, error=float((targets.z - h).norm(dim=1).mean()))
             factor, reach = post_norm_targets(model, layer, resid, st.outs, st.owner) if post else (resid, None)
-            adj = solve_layer(keys, stats[layer], hp.mom2_update_weight, hp.mom2_ridge, spread=st.spread,
-                              spread_weight=beta, layer=layer)
-            out["key_match"][layer] = ((adj * st.bare).sum(1) / (adj * keys).sum(1)).tolist()
+            adj, bare_rows = layer_adjoint(st, stats[layer], hp, layer)
+            out["key_match"][layer] = key_share(adj, st).tolist()
             delta = factor_product(factor, adj)
             w = model.mlp_out_matrix(layer)
             new = updated(originals[layer], delta)
@@ -432,7 +466,7 @@ def spread(model, targets: Targets, layers: list[int], stats: dict, hp: MemitHpa
                                    "relative_update": float(delta.norm()) / w0,
                                    "residual_error_mean": float((targets.z - h).norm(dim=1).mean()),
                                    "resid_mean": float(resid.norm(dim=1).mean()),
-                                   "key_norm_mean": float(keys.norm(dim=1).mean())}
+                                   "key_norm_mean": float(keys.norm(dim=1).mean()), "bare_rows": bare_rows}
             if post:
                 out["norms"][layer].update(mlp_target_mean=float(factor.norm(dim=1).mean()),
                                            mlp_out_mean=float(st.outs.norm(dim=1).mean()),

@@ -65,15 +65,15 @@ from interp.editing.eval.scale import aggregate_scores, record_scores
 
 OUT = Path(__file__).with_name("memit_key_rule.json")
 WORK = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "interp" / "memit_key_rule"
-SPREAD_ONLY = ("mom2_update_weight", "key_spread_weight", "mom2_ridge")  # hyperparameters the targets do not use
+SPREAD_ONLY = ("mom2_update_weight", "key_spread_weight", "mom2_ridge", "bare_key_weight", "bare_key_when")  # hyperparameters the targets do not use
 
 
 def target_hparams(hp: dict) -> dict:
     return {k: v for k, v in hp.items() if k not in SPREAD_ONLY}
 
 
-def dev_facts(limit: int | None = None, split: str = "dev") -> list:
-    records = load_records(split=split)
+def dev_facts(limit: int | None = None, split: str = "dev", records_path: str | None = None) -> list:
+    records = load_records(records_path, split=split)
     return [records[i] for i in subject_rounds(records)[0]][:limit]
 
 
@@ -85,7 +85,7 @@ def run_targets(args) -> None:
     model = interp.load(device="cpu")
     hp = MemitHparams.make()
     layers = default_layers(model)
-    facts = dev_facts(args.limit, args.split)
+    facts = dev_facts(args.limit, args.split, args.records)
     lo, hi = len(facts) * args.part // args.parts, len(facts) * (args.part + 1) // args.parts
     requests = as_requests(facts[lo:hi])
     templates = context_templates(model, seed=0, spec=hp.templates)
@@ -160,7 +160,7 @@ def aggregate(rows: list[dict], facts) -> dict:
 def run_compare(args) -> None:
     torch.set_num_threads(1)
     model = interp.load(device="cpu")
-    facts = dev_facts(args.limit, args.split)
+    facts = dev_facts(args.limit, args.split, args.records)
     layers = default_layers(model)
     base = MemitHparams.make()
     stats = {l: second_moment(s, l, model.d_mlp) for l, s in memit_stats(model, layers, base.mom2_n_tokens).items()}
@@ -169,16 +169,20 @@ def run_compare(args) -> None:
     sizes = [len(facts) if s == "all" else int(s) for s in args.n.split(",")]
     betas = [float(b) for b in args.betas.split(",")]
     lambdas = [float(w) for w in args.lambdas.split(",")]
+    gammas = [float(g) for g in args.gammas.split(",")]
     unedited = record_scores(model, facts)
     bare0 = bare_residuals(model, tg)
     runs = []
-    for n, lam, beta in ((n, lam, beta) for n in sizes for lam in lambdas for beta in betas):
+    grid = ((n, lam, beta, g) for n in sizes for lam in lambdas for beta in betas for g in gammas)
+    for n, lam, beta, gamma in grid:
         t0 = time.perf_counter()
-        hp = MemitHparams.make(key_spread_weight=beta, mom2_update_weight=lam)
+        hp = MemitHparams.make(key_spread_weight=beta, mom2_update_weight=lam, bare_key_weight=gamma,
+                               bare_key_when=args.bare_when)
         part = subset(tg, n)
         res = spread(model, part, layers, stats, hp)
         try:
-            rows = record_scores(model, facts[:n])
+            batch = frozenset(f.text for f in facts[:n])  # neighbours the batch itself edits: scored apart
+            rows = record_scores(model, facts[:n], [batch] * n)
             moved = bare_residuals(model, part) - bare0[:n]
         finally:
             with torch.no_grad():
@@ -193,12 +197,14 @@ def run_compare(args) -> None:
         for r, f, m, q, info in zip(rows, facts[:n], match, reach, part.info):
             r.update(case_id=f.case_id, relation=f.relation, subject_first=f.prompt.startswith("{}"), key_match=m,
                      bare_reach=None if info["answered"] else q)
-        run = {"n": n, "key_spread_weight": beta, "mom2_update_weight": lam, "aggregates": aggregate(rows, facts[:n]),
+        run = {"n": n, "key_spread_weight": beta, "mom2_update_weight": lam, "bare_key_weight": gamma,
+               "bare_key_when": args.bare_when, "bare_rows": {str(l): v["bare_rows"] for l, v in res["norms"].items()},
+               "aggregates": aggregate(rows, facts[:n]),
                "relative_update": {str(l): v["relative_update"] for l, v in res["norms"].items()},
                "seconds": time.perf_counter() - t0, "rows": rows}
         runs.append(run)
         a = run["aggregates"]
-        print(f"n={n} λ={lam:g} β={beta:g}: ES {a['efficacy_score']['mean']:.1f} PS {a['paraphrase_score']['mean']:.1f} "
+        print(f"n={n} λ={lam:g} β={beta:g} γ={gamma:g} ({args.bare_when}): ES {a['efficacy_score']['mean']:.1f} PS {a['paraphrase_score']['mean']:.1f} "
               f"NS {a['neighborhood_score']['mean']:.1f} HM {a['harmonic_mean']:.1f} | strict "
               f"{a['efficacy_acc']['mean']:.1f}/{a['paraphrase_acc']['mean']:.1f}/"
               f"{a['neighborhood_acc']['mean']:.1f} | subject-first fails "
@@ -214,6 +220,8 @@ def run_compare(args) -> None:
            "unedited": aggregate(unedited, facts),
            "command": "OMP_NUM_THREADS=1 .venv/bin/python studies/memit_key_rule/memit_key_rule.py targets "
                       f"--part P --parts 2 (P = 0, 1, side by side); ... compare --n {args.n} --betas {args.betas} --lambdas {args.lambdas}"
+                      f" --gammas {args.gammas} --bare-when {args.bare_when}"
+                      + (f" --records {args.records}" if args.records else "")
                       + (f" --split {args.split}" if args.split != "dev" else "")
                       + (f" --limit {args.limit}" if args.limit else ""),
            "runs": runs}
@@ -225,7 +233,7 @@ def choose(runs: list[dict], n_all: int) -> dict | None:
     """The run the choice rule picks (module docstring) among those with all dev facts at once."""
     full = [r for r in runs if r["n"] == n_all]
     return max(full, key=lambda r: (round(r["aggregates"]["harmonic_mean"], 6), -r["key_spread_weight"],
-                                    r["mom2_update_weight"])) if full else None
+                                    -r.get("bare_key_weight", 0.0), r["mom2_update_weight"])) if full else None
 
 
 def run_merge(args) -> None:
@@ -260,6 +268,8 @@ def main() -> None:
     c.add_argument("--betas", default="0,4,16,64,256,1024", help="comma-separated key_spread_weight values")
     c.add_argument("--lambdas", default=str(MemitHparams.mom2_update_weight),
                    help="comma-separated mom2_update_weight (λ) values")
+    c.add_argument("--gammas", default="0", help="comma-separated bare_key_weight (γ) values")
+    c.add_argument("--bare-when", default="mismatch", choices=["mismatch", "always"], help="bare_key_when")
     c.add_argument("--out", default=str(OUT))
     m = sub.add_parser("merge", help="join several compare outputs and apply the choice rule")
     m.add_argument("files", nargs="+")
@@ -269,9 +279,12 @@ def main() -> None:
         p.add_argument("--limit", type=int, default=None, help="only the first LIMIT facts")
         p.add_argument("--split", choices=["dev", "test"], default="dev",
                        help="test: only to check a choice already made on dev, never to make one")
+        p.add_argument("--records", default=None, help="a records file (default: the model's own facts.jsonl)")
     args = ap.parse_args()
-    if args.stage != "merge" and args.split != "dev" and args.work == str(WORK):
-        args.work = str(WORK / args.split)
+    if args.stage != "merge" and args.work == str(WORK):  # each records file and split keeps its own targets
+        name = Path(args.records).stem if args.records else ""
+        args.work = str(WORK / name / (args.split if args.split != "dev" else "")) if name else (
+            str(WORK / args.split) if args.split != "dev" else args.work)
     if args.stage == "targets":
         if not 0 <= args.part < args.parts:
             raise SystemExit(f"--part {args.part} must be in 0..{args.parts - 1}")

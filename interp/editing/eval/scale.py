@@ -140,9 +140,10 @@ def retention(model, facts) -> tuple[list[float], list[float]]:
     return success, strict
 
 
-def record_scores(model, facts) -> list[dict]:
-    """Per fact in ``facts``: every score in both forms (:func:`fact_scores`, fractions)."""
-    return [fact_scores(m["probs"], m["hits"]) for m in measure_probs(model, facts)]
+def record_scores(model, facts, edited=None) -> list[dict]:
+    """Per fact in ``facts``: every score in both forms (:func:`fact_scores`, fractions); ``edited`` as in
+    :func:`~.measure.measure_probs` (per fact, the rewrite prompts its batch edits)."""
+    return [fact_scores(m["probs"], m["hits"]) for m in measure_probs(model, facts, edited=edited)]
 
 
 def aggregate_scores(rows: list[dict]) -> dict:

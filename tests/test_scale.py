@@ -123,6 +123,27 @@ def test_a_harmful_edit_is_named_as_the_collapse(embedded, facts, tmp_path):
         ScaleResult.from_json({"result": "EvalResult"})
 
 
+def test_checkpoint_neighbourhood_leaves_out_neighbours_edited_earlier(embedded, facts):
+    """A neighbour prompt of fact 0 that is fact 1's rewrite prompt counts in ``neighborhood_unedited`` at step 1
+    and not at step 3, once fact 1 is edited; checked against the same facts scored without that prompt."""
+    import dataclasses
+
+    f0 = dataclasses.replace(facts[0], neighborhood_prompts=(facts[1].text, *facts[0].neighborhood_prompts[:2]))
+    run = [f0, *facts[1:]]
+    res = sequential_edits(embedded, run, lambda m, f: NoiseEdit(m, 5, 0.0, 0), progress=False, generation=False,
+                           drift=False, score_before=False, checkpoints=[1, 3])
+    without = dataclasses.replace(f0, neighborhood_prompts=f0.neighborhood_prompts[1:])
+    scored = lambda fs: [fact_scores(m["probs"], m["hits"]) for m in measure_probs(embedded, fs)]
+    first, last = (c["scores"] for c in res.checkpoints)
+    for kind in ("score", "acc"):
+        key = f"neighborhood_unedited_{kind}"
+        assert first[key]["mean"] == pytest.approx(100 * scored([f0])[0][f"neighborhood_{kind}"])
+        rows = scored([without, *facts[1:]])
+        assert last[key]["mean"] == pytest.approx(100 * sum(r[f"neighborhood_{kind}"] for r in rows) / 3)
+    # the left-out prompt asks fact 0's answer of fact 1's prompt: it is not the top-1, so the two forms differ
+    assert last["neighborhood_unedited_acc"]["mean"] != last["neighborhood_acc"]["mean"]
+
+
 def test_a_collapse_reached_by_accumulation_is_told_apart_from_a_jump(embedded):
     """Eight small noise edits: with the threshold set between the 7th and 8th drift, step 8 crosses it having
     added a small share of it (accumulation; a step that crosses it alone: test_a_harmful_edit_is_named...)."""

@@ -328,7 +328,10 @@ class _Run:
                        **{k: v for k, v in o.items() if k not in ("error", "edit_seconds")}}
                       for f, o in zip(batch, outcomes) if not o["error"]]})
         if s in self.checkpoints:
-            rows = record_scores(model, done) if done else []
+            # every fact edited so far is rewritten: a neighbour prompt naming one of them should change, and
+            # neighborhood_unedited leaves those out (as the evaluation does for a batch)
+            rewritten = frozenset(f.text for f in done)
+            rows = record_scores(model, done, [rewritten] * len(done)) if done else []
             self.marks.append({"step": s, "n_edited": len(done), "scores": aggregate_scores(rows) if rows else {},
                                "failing": [f.case_id for f, r in zip(done, rows) if r["efficacy_score"] < 1]})
             if on_checkpoint is not None:

@@ -56,7 +56,7 @@ for name, d in docs.items():
     ("md", """## 1 · Mass editing: MEMIT in one batch against ROME and FT-L applied one edit after another
 
 The first test records (file order). MEMIT edits 1 or 100 of them in one batch (layers 0–4 and λ = 2500, the
-defaults, chosen on dev; the batch of 100 holds two facts about The Blue Mosque, whose shared key one solve cannot
+defaults then, chosen on dev, without the bare-key row that is now the default: see the end of section 1b; the batch of 100 holds two facts about The Blue Mosque, whose shared key one solve cannot
 give two values, so it is written as two MEMIT edits, the 99 distinct subjects and then the second Blue Mosque
 fact) and 100 in ten batches of 10, each on top of the previous (its first step is 10 facts in one batch);
 ROME (layer 4) and FT-L (layer 4, per-weight bound 1e-2) edit them one after another. Every fact edited so far is
@@ -110,7 +110,7 @@ facts still hold (strict 39.0%), after all 464 edits 50.0% (strict 11.6%) — la
 earlier ones. All 464 test facts at once: section 1b."""),
     ("md", """## 1b · The whole test split: MEMIT with all 464 facts in one batch
 
-All 464 test records in one MEMIT batch (layers 0–4, λ = 2500: the defaults, chosen on dev; two rounds, since 17
+All 464 test records in one MEMIT batch (layers 0–4, λ = 2500: the defaults then, chosen on dev; two rounds, since 17
 subjects have two facts), scored with the whole batch applied — the issue's target is ES ≥ 90, PS ≥ 75, NS ≥ 70
 in the success form. Beside it, ROME and FT-L one edit at a time (each edit scored alone, then reverted) on all
 464 records: that evaluation ran in 16 shards of 29 records (`studies/test_split/test_split_eval.py`). 95% CIs:
@@ -163,7 +163,15 @@ update was too weak: it moved the bare prompt's residual a median 30% of the way
 facts, 59% for the others. Halving λ (the Wikipedia prior pulls less) was chosen on 231 dev facts (failures 21 →
 8); on these 464 test facts it cut the failures from 42 to 17 (ES 90.9 → 96.3, PS 84.0 → 90.2) for 3.9 points of
 neighbourhood score (76.8 → 72.9) and twice the loss drift (1.3% → 2.4%). Section 1's MEMIT runs were made at
-λ = 2500 too (first made at λ = 5000: 100 facts in one batch gave 96.0 / 88.3 / 94.3)."""),
+λ = 2500 too (first made at λ = 5000: 100 facts in one batch gave 96.0 / 88.3 / 94.3).
+
+On a second fact set the key mismatch is real: one-token place names right after BOS ("Texas is located on the
+continent of") got a median 0.35 of the update, and continent facts failed half the time. MEMIT's default on this
+model now also asks each such fact's bare prompt key for its share (`bare_key_weight=4` on the facts whose bare
+key would get less than half, chosen on that set's dev split: `studies/memit_shared/`). These stored runs were
+made before that; `--hparam bare_key_weight=0` reproduces them. With the new default, re-measured without
+generations or lens (`studies/memit_shared/README.md`): the first 100 test facts at once score 99.0 / 94.3 / 92.5
+(one fact fewer than 100.0 / 94.7 / 93.0: a fact whose margin was 0.007), and all 464 at once __N464__."""),
     ("md", """## 2 · Sequential editing: retention, fluency and drift as edits pile up
 
 After every step: retention (efficacy of every fact edited so far), the Wikipedia loss drift (16 summaries × 64

@@ -144,7 +144,8 @@ class RomeHparams(VStarHparams):
 class MemitHparams(VStarHparams):
     """MEMIT (values the reference code's GPT-J / GPT-2 XL ones except λ, chosen on a dev split: the defaults
     table cites the study). Every layer is solved for the facts' template-mean keys; ``key_spread_weight`` β > 0
-    also asks every templated key for the fact's share (:mod:`interp.editing.memit_solve`)."""
+    also asks every templated key for the fact's share, ``bare_key_weight`` γ > 0 the bare rewrite prompt's key
+    (of the facts ``bare_key_when`` picks) (:mod:`interp.editing.memit_solve`)."""
     templates: tuple = ((10, 5),)           # (tokens, count) of sampled context prefixes besides "{}" (paper: 5 x 10)
     clamp_norm_factor: float = 0.75         # |delta| <= factor * |h| (the residual at the last layer)
     mom2_update_weight: float = 2500.0      # λ in λ C + K Kᵀ (GPT-J 15000, GPT-2 XL 20000)

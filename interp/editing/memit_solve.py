@@ -40,6 +40,16 @@ alike). β = 0 is the paper's template-mean solve and the default: on dev, at th
 it (the failed edits there mostly lacked reach, not key share; larger β lost; study "memit_key_rule"). Each
 fact's ``key_match`` (per layer, in ``facts_info``) is the share ``a_i · k_i0 / a_i · k̄_i`` of the update its bare
 prompt's key gets relative to its mean key (``a_i`` its row of ``K̄ (λC + ...)⁻¹``), ROME's ``v · k``.
+
+The bare prompt's key (``bare_key_weight`` γ). A subject right after BOS is read with nothing before it, and its
+key can be far from the template mean (on a second fact set, one-token place names at the start of "{} is located
+on the continent of" got a median 0.35 of the update). With γ > 0 such a fact's bare key ``k_i0`` is a row of the
+solve too, asking for the same residual share: ``Σ_i |ΔW k̄_i - r_i|² + γ_i |ΔW k_i0 - r_i|² + λ tr(ΔW C ΔWᵀ)``,
+solved by ``ΔW = Rᵀ (K̄ + Γ K₀)(λC + K̄ᵀK̄ + K₀ᵀ Γ K₀)⁻¹`` (the update keeps its factored form). ``bare_key_when``
+says which facts get the row: "mismatch" (those whose ``key_match`` under the solve without it is below
+:data:`~interp.editing.hparams.KEY_MATCH`, ROME's ``key_rule="auto"`` bound; each layer decides afresh) or
+"always". The embedded model's defaults use γ = 4 on mismatched facts (study "memit_shared"); β asks every
+templated key alike, γ only the prompt that is asked.
 """
 
 from __future__ import annotations

@@ -28,8 +28,10 @@ depend on the first round's edit).
     .venv/bin/python studies/memit_key_rule/memit_key_rule.py merge beta.json lambda.json ...
     # -> memit_key_rule.json
 
-Choice rule (stated before the runs): the (λ, β) with the highest harmonic mean of the three success-form scores
-(efficacy, paraphrase, neighbourhood) with all dev facts at once; a tie goes to the smaller β, then the larger λ.
+Choice rule (stated before the runs): the (λ, β, γ) with the highest harmonic mean of the three success-form scores
+(efficacy, paraphrase, neighbourhood) with all dev facts at once; a tie goes to the smaller β, then the smaller
+γ, then the larger λ. ``--records`` runs the same on another records file (its targets kept apart; the second fact
+set's study, ``studies/memit_shared``, added the bare-key row γ, ``--gammas`` / ``--bare-when``).
 """
 
 from __future__ import annotations
@@ -213,9 +215,10 @@ def run_compare(args) -> None:
     out = {"model": f"embedded SmolLM2-135M-Instruct (fingerprint {model.fingerprint})", "split": args.split,
            "facts": f"{len(facts)} {args.split} facts: the first fact of every subject, in file order",
            "rule": "highest harmonic mean of the success-form efficacy, paraphrase and neighbourhood scores with "
-                   "all dev facts at once; a tie goes to the smaller β, then the larger λ",
+                   "all dev facts at once; a tie goes to the smaller β, then the smaller γ, then the larger λ",
            "chosen_key_spread_weight": chosen["key_spread_weight"] if chosen else None,
            "chosen_mom2_update_weight": chosen["mom2_update_weight"] if chosen else None,
+           "chosen_bare_key_weight": chosen.get("bare_key_weight", 0.0) if chosen else None,
            "layers": layers, "hparams": base.to_dict(), "target_seconds": target_seconds,
            "unedited": aggregate(unedited, facts),
            "command": "OMP_NUM_THREADS=1 .venv/bin/python studies/memit_key_rule/memit_key_rule.py targets "
@@ -249,12 +252,17 @@ def run_merge(args) -> None:
     chosen = choose(runs, n_all)
     out = {**docs[0], "runs": runs, "command": " ; ".join(d["command"] for d in docs) + " ; ... merge "
            + " ".join(args.files), "chosen_key_spread_weight": chosen["key_spread_weight"],
-           "chosen_mom2_update_weight": chosen["mom2_update_weight"]}
+           "chosen_mom2_update_weight": chosen["mom2_update_weight"],
+           "chosen_bare_key_weight": chosen.get("bare_key_weight", 0.0),
+           "chosen_bare_key_when": chosen.get("bare_key_when")}
     Path(args.out).write_text(json.dumps(out, indent=1))
-    for r in sorted(runs, key=lambda r: (r["n"], r["mom2_update_weight"], r["key_spread_weight"])):
+    for r in sorted(runs, key=lambda r: (r["n"], r["mom2_update_weight"], r["key_spread_weight"],
+                                         r.get("bare_key_weight", 0.0))):
         a = r["aggregates"]
-        print(f"n={r['n']} λ={r['mom2_update_weight']:g} β={r['key_spread_weight']:g}: HM {a['harmonic_mean']:.2f}")
-    print(f"chosen β = {out['chosen_key_spread_weight']}, λ = {out['chosen_mom2_update_weight']} -> {args.out}")
+        print(f"n={r['n']} λ={r['mom2_update_weight']:g} β={r['key_spread_weight']:g} "
+              f"γ={r.get('bare_key_weight', 0.0):g} ({r.get('bare_key_when', '-')}): HM {a['harmonic_mean']:.2f}")
+    print(f"chosen β = {out['chosen_key_spread_weight']}, λ = {out['chosen_mom2_update_weight']}, "
+          f"γ = {out['chosen_bare_key_weight']} ({out['chosen_bare_key_when']}) -> {args.out}")
 
 
 def main() -> None:

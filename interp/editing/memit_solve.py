@@ -344,12 +344,15 @@ def key_share(adj: torch.Tensor, st: States) -> torch.Tensor:
 
 
 def layer_adjoint(st: States, mom2: torch.Tensor, hp: MemitHparams, layer: int) -> tuple[torch.Tensor, int]:
-    """One layer's ``A`` [n, d_mlp] (:func:`solve_layer`) and how many facts got a bare-key row: the solve is made
-    without the rows first, and again with them where :func:`bare_key_weights` gives any."""
+    """One layer's ``A`` [n, d_mlp] (:func:`solve_layer`) and how many facts got a bare-key row: with "mismatch" the
+    solve is made without the rows first (it decides which facts get one), and again with them where
+    :func:`bare_key_weights` gives any."""
     def solve(gamma):
         return solve_layer(st.keys, mom2, hp.mom2_update_weight, hp.mom2_ridge, spread=st.spread,
                            spread_weight=float(hp.key_spread_weight), bare=st.bare, bare_weights=gamma, layer=layer)
 
+    if hp.bare_key_weight and hp.bare_key_when == "always":
+        return solve(torch.full((st.keys.shape[0],), float(hp.bare_key_weight), dtype=torch.float64)), len(st.keys)
     adj = solve(None)
     gamma = bare_key_weights(hp, key_share(adj, st))
     rows = 0 if gamma is None else int((gamma > 0).sum())

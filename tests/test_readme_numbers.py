@@ -1,5 +1,6 @@
 """Every result table in README.md is what a stored result says: each number is read from its study's JSON and
-compared at the precision the README prints (half a unit of the last digit shown)."""
+compared at the precision the README prints (half a unit of the last digit shown). So are the before/after tables
+of ``studies/memit_shared/README.md``."""
 
 import json
 import re
@@ -84,3 +85,38 @@ def test_transcoder_paragraph_is_the_stored_full_run():
     assert len(rows) == 30 and doc["settings"]["tokens"] >= 200_000
     meet = sum(r["fvu"] <= 0.5 * r["fvu_neurons"] for r in rows)
     assert f"{meet} of 30 layers" in " ".join(text.split())
+
+
+# studies/memit_shared/README.md: its before/after tables (first cell's start) -> the eval-edits run each row quotes
+MEMIT_SHARED = ROOT / "studies/memit_shared"
+MEMIT_SHARED_ROWS = {
+    ("| facts_shared test, 100 at once", "MEMIT, `bare_key_weight=0`"): "test_memit_b100_bare0.json",
+    ("| facts_shared test, 100 at once", "MEMIT, the default now"): "test_memit_b100.json",
+    ("| facts.jsonl test", "100 at once, default before"): "own_test100_memit_b100.json",
+    ("| facts.jsonl test", "100 at once, default now"): "own_test100_memit_b100_bare4.json",
+    ("| facts.jsonl test", "464 at once, default before"): "own_test464_memit_b464.json",
+    ("| facts.jsonl test", "464 at once, default now"): "own_test464_memit_b464_bare4.json",
+}
+SHARED_COLUMNS = ["efficacy_score", "paraphrase_score", "neighborhood_score", "neighborhood_unedited_score"]
+
+
+@pytest.mark.parametrize("header,label", list(MEMIT_SHARED_ROWS))
+def test_memit_shared_tables_are_their_stored_runs(header, label):
+    text = (MEMIT_SHARED / "README.md").read_text().replace("**", "")
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(header))
+    row = next(ln for ln in lines[start + 2:] if ln.strip("| ").startswith(label))
+    cells = [c.strip() for c in row.strip("|").split("|")][1:]
+    stored = json.loads((MEMIT_SHARED / MEMIT_SHARED_ROWS[(header, label)]).read_text())
+    for col, cell in zip(SHARED_COLUMNS, cells):
+        m = CELL.match(cell)
+        assert m and _close(m.group(1), stored[col]), f"{label} {col}: README {cell!r}, stored {stored[col]}"
+        if m.group(2) is not None:
+            lo, hi = stored[col + "_ci"]
+            assert _close(m.group(2), lo) and _close(m.group(3), hi), f"{label} {col} CI: {cell!r}, [{lo}, {hi}]"
+    strict = [s.strip() for s in cells[4].split("/")]
+    for col, shown in zip(("efficacy_acc", "paraphrase_acc", "neighborhood_acc"), strict):
+        assert _close(shown, stored[col]), f"{label} {col}: README {shown}, stored {stored[col]}"
+    assert _close(cells[5].rstrip("%"), stored["loss_drift"]), f"{label} drift: {cells[5]!r}, {stored['loss_drift']}"
+    shown_failed = int(cells[6].split(":")[0].split()[0])
+    assert shown_failed == sum(stored["failure_counts"].values()), (label, cells[6], stored["failure_counts"])

@@ -344,29 +344,22 @@ def key_share(adj: torch.Tensor, st: States) -> torch.Tensor:
 
 
 def layer_adjoint(st: States, mom2: torch.Tensor, hp: MemitHparams, layer: int) -> tuple[torch.Tensor, int]:
-    """One layer's ``A`` [n, d_mlp] (:func:`solve_layer`) and how many facts got a bare-key row: with "mismatch" the
-    solve is made without the rows first (it decides which facts get one), and again with them where
-    :func:`bare_key_weights` gives any."""
+    """One layer's ``A`` [n, d_mlp] (:func:`solve_layer`) and how many facts got a bare-key row (weight γ =
+    ``bare_key_weight``): every fact with ``bare_key_when="always"``; with "mismatch" the facts whose bare key gets
+    less than :data:`KEY_MATCH` of the update under the solve without the rows, which is then made again with them."""
     def solve(gamma):
         return solve_layer(st.keys, mom2, hp.mom2_update_weight, hp.mom2_ridge, spread=st.spread,
                            spread_weight=float(hp.key_spread_weight), bare=st.bare, bare_weights=gamma, layer=layer)
 
-    if hp.bare_key_weight and hp.bare_key_when == "always":
-        return solve(torch.full((st.keys.shape[0],), float(hp.bare_key_weight), dtype=torch.float64)), len(st.keys)
-    adj = solve(None)
-    gamma = bare_key_weights(hp, key_share(adj, st))
-    rows = 0 if gamma is None else int((gamma > 0).sum())
-    return (solve(gamma) if rows else adj), rows
-
-
-def bare_key_weights(hp: MemitHparams, match: torch.Tensor) -> torch.Tensor | None:
-    """Γ's diagonal [n] for :func:`solve_layer`: ``bare_key_weight`` γ for the facts that get a bare-key row
-    (``bare_key_when``: "always", or "mismatch": the facts whose bare key gets less than :data:`KEY_MATCH` of the
-    update under the solve without the row, ``match`` [n]); None when γ = 0."""
-    if not hp.bare_key_weight:
-        return None
-    pick = torch.ones_like(match, dtype=torch.bool) if hp.bare_key_when == "always" else match < KEY_MATCH
-    return pick.to(torch.float64) * float(hp.bare_key_weight)
+    weight = float(hp.bare_key_weight)
+    if weight and hp.bare_key_when == "always":
+        pick = torch.ones(st.keys.shape[0], dtype=torch.bool)
+    else:
+        adj = solve(None)
+        pick = key_share(adj, st) < KEY_MATCH if weight else torch.zeros(0, dtype=torch.bool)
+        if not bool(pick.any()):
+            return adj, 0
+    return solve(pick.to(torch.float64) * weight), int(pick.sum())
 
 
 def factor_product(resid: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:

@@ -63,11 +63,13 @@ from interp.editing.memit_solve import (
 )
 from interp.editing.vstar import context_templates
 from interp.editing.vstar import edit_batch
+from interp.editing.eval.run import batch_prompts
 from interp.editing.eval.scale import aggregate_scores, record_scores
 
 OUT = Path(__file__).with_name("memit_key_rule.json")
 WORK = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "interp" / "memit_key_rule"
-SPREAD_ONLY = ("mom2_update_weight", "key_spread_weight", "mom2_ridge", "bare_key_weight", "bare_key_when")  # hyperparameters the targets do not use
+# hyperparameters the targets do not use
+SPREAD_ONLY = ("mom2_update_weight", "key_spread_weight", "mom2_ridge", "bare_key_weight", "bare_key_when")
 
 
 def target_hparams(hp: dict) -> dict:
@@ -183,8 +185,7 @@ def run_compare(args) -> None:
         part = subset(tg, n)
         res = spread(model, part, layers, stats, hp)
         try:
-            batch = frozenset(f.text for f in facts[:n])  # neighbours the batch itself edits: scored apart
-            rows = record_scores(model, facts[:n], [batch] * n)
+            rows = record_scores(model, facts[:n], [batch_prompts(facts[:n])] * n)  # the batch's own: apart
             moved = bare_residuals(model, part) - bare0[:n]
         finally:
             with torch.no_grad():
@@ -290,9 +291,8 @@ def main() -> None:
         p.add_argument("--records", default=None, help="a records file (default: the model's own facts.jsonl)")
     args = ap.parse_args()
     if args.stage != "merge" and args.work == str(WORK):  # each records file and split keeps its own targets
-        name = Path(args.records).stem if args.records else ""
-        args.work = str(WORK / name / (args.split if args.split != "dev" else "")) if name else (
-            str(WORK / args.split) if args.split != "dev" else args.work)
+        parts = ([Path(args.records).stem] if args.records else []) + ([args.split] if args.split != "dev" else [])
+        args.work = str(WORK.joinpath(*parts))
     if args.stage == "targets":
         if not 0 <= args.part < args.parts:
             raise SystemExit(f"--part {args.part} must be in 0..{args.parts - 1}")

@@ -41,12 +41,13 @@ def breakdown(path: str) -> dict:
 def edited_neighbours(records: str, split: str, n: int | None) -> str:
     """How many neighbourhood prompts of the first ``n`` records of ``split`` name a subject those records edit (the
     prompt is one of the batch's rewrite prompts), when they are edited in one batch."""
-    import json
+    from interp.editing.eval.run import batch_prompts
+    from interp.editing.facts import load_records
 
-    recs = [r for r in map(json.loads, open(records, encoding="utf-8")) if r["split"] == split][:n]
-    edited = {r["prompt"].format(r["subject"]) for r in recs}
-    hits = [sum(q in edited for q in r["neighborhood_prompts"]) for r in recs]
-    total = sum(len(r["neighborhood_prompts"]) for r in recs)
+    recs = load_records(records, split=split)[:n]
+    edited = batch_prompts(recs)
+    hits = [sum(q in edited for q in r.neighborhood_prompts) for r in recs]
+    total = sum(len(r.neighborhood_prompts) for r in recs)
     return (f"{records} {split}, {len(recs)} records in one batch: {sum(hits)} of {total} neighbourhood prompts "
             f"({sum(hits) / total:.1%}) name an edited subject; {sum(h > 0 for h in hits)} records have one")
 

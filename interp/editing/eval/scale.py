@@ -50,7 +50,7 @@ from ..matrices import restore_matrices
 from ..registry import Editor, bind, check_editor
 from .measure import fact_scores, generation_entropy, measure_probs, score_prompts
 from .report import ALL_SCORES, mean_ci
-from .run import apply_edits, as_facts, settings_with
+from .run import apply_edits, as_facts, batch_prompts, settings_with
 from .scale_result import ScaleResult
 from .scale_state import load_state, matrix_digest, save_state
 
@@ -330,8 +330,7 @@ class _Run:
         if s in self.checkpoints:
             # every fact edited so far is rewritten: a neighbour prompt naming one of them should change, and
             # neighborhood_unedited leaves those out (as the evaluation does for a batch)
-            rewritten = frozenset(f.text for f in done)
-            rows = record_scores(model, done, [rewritten] * len(done)) if done else []
+            rows = record_scores(model, done, [batch_prompts(done)] * len(done)) if done else []
             self.marks.append({"step": s, "n_edited": len(done), "scores": aggregate_scores(rows) if rows else {},
                                "failing": [f.case_id for f, r in zip(done, rows) if r["efficacy_score"] < 1]})
             if on_checkpoint is not None:

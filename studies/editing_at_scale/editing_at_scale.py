@@ -10,7 +10,9 @@ reads them). From the repository root::
         --batch-size 100 --out ...
 
 Records: the first ``--n`` records of the test split in file order (``interp.rome.load_records(split="test")``;
-``--split dev``: of the dev split, for choices); ``--start`` skips some. Each run is
+``--split dev``: of the dev split, for choices); ``--start`` skips some. ``--shuffle-seed S`` first reorders the
+whole split with ``random.Random(S).shuffle`` (notebook 05b's validation on an order no decision saw uses S = 1,
+the seed written into the notebook before the run). Each run is
 :func:`interp.editing.eval.scale.sequential_edits` on the embedded SmolLM2-135M. The JSON is rewritten after every
 checkpoint (with a ``partial`` key until the run ends), so a run stopped after hours keeps what it finished.
 ``--state DIR`` also saves the edited weights after every step; the same command run again continues from the
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 from pathlib import Path
 
@@ -41,6 +44,8 @@ def main() -> None:
     ap.add_argument("--editor", choices=["rome", "ft", "memit"], required=True)
     ap.add_argument("--n", type=int, required=True, help="records (the first N of the split)")
     ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--shuffle-seed", type=int, default=None,
+                    help="reorder the whole split with random.Random(SEED).shuffle before taking records")
     ap.add_argument("--split", choices=["test", "dev"], default="test",
                     help="dev: for choices (write its runs outside studies/editing_at_scale/, which "
                          "notebook 05b reads)")
@@ -57,7 +62,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     hp = {k: json.loads(v) for k, v in (h.split("=", 1) for h in args.hparam)}
     model = interp.load(device="cpu")
-    records = rome.load_records(split=args.split)[args.start: args.start + args.n]
+    records = rome.load_records(split=args.split)
+    if args.shuffle_seed is not None:
+        random.Random(args.shuffle_seed).shuffle(records)
+    records = records[args.start: args.start + args.n]
     cps = [int(c) for c in args.checkpoints.split(",")] if args.checkpoints else None
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

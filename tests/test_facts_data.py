@@ -6,6 +6,7 @@ Fast, no model: reads the shipped files (interp/editing/records/) and the builde
 
 import collections
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -218,3 +219,76 @@ def test_the_seeded_split_and_order_come_back_from_the_builder(name, relations, 
     else:
         out = build_facts.split_and_order(kept, relations, seed_record, fraction)
     assert bpo.dumps(bpo.add_field(out, bpo.templates_for(name)[0])) == text
+
+
+# data/README.md's data card: every count it prints is the shipped file's (records per relation and split, the
+# totals) or the builder's (candidates per relation). The pre-edit paraphrase accuracies need the model and are
+# not read here.
+CARD = (Path(__file__).resolve().parents[1] / "data" / "README.md").read_text()
+
+
+def _card_table(heading):
+    """[{column: cell}] of the first table after the line that starts with ``heading``."""
+    lines = CARD.splitlines()
+    i = next(n for n, ln in enumerate(lines) if ln.startswith(heading))
+    i = next(n for n in range(i, len(lines)) if lines[n].startswith("|"))
+    head = [c.strip() for c in lines[i].strip("|").split("|")]
+    rows = []
+    for ln in lines[i + 2:]:
+        if not ln.startswith("|"):
+            break
+        cells = (re.sub(r"(?<=\d),(?=\d{3})", "", c.strip().replace("**", "")) for c in ln.strip("|").split("|"))
+        rows.append(dict(zip(head, cells)))
+    return rows
+
+
+def _count(cell):
+    return 0 if cell in ("—", "-") else int(cell)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_the_data_card_counts_are_the_files(name):
+    recs = records(name)
+    relations = rules_shared.RELATIONS if name == SHARED else RELATIONS
+    per = collections.Counter((r["relation"], r["split"]) for r in recs)
+    rows = _card_table(f"### `{name}`")
+    seen = set()
+    for row in rows:
+        rel = row["relation"].split()[0]
+        if rel == "total":
+            assert _count(row["dev"]) == sum(r["split"] == "dev" for r in recs), (name, row)
+            assert _count(row["test"]) == sum(r["split"] == "test" for r in recs), (name, row)
+            assert _count(row["total"]) == len(recs), (name, row)
+            assert _count(row["candidates"]) == sum(len(s) for spec in relations.values()
+                                                    for s in spec["pools"].values()), (name, row)
+            continue
+        seen.add(rel)
+        for split in ("dev", "test"):
+            assert _count(row[split]) == per[rel, split], f"{name} {rel} {split}: card {row[split]}"
+        assert _count(row["total"]) == per[rel, "dev"] + per[rel, "test"], (name, rel)
+        assert _count(row["candidates"]) == sum(len(s) for s in relations[rel]["pools"].values()), (name, rel)
+    assert seen == set(relations), f"{name}: the card's relations {sorted(seen)} are not the builder's"
+    # the summary table at the top: "N (dev / test)" and the number of relations kept
+    summary = next(r for r in _card_table("| file |") if r["file"] == f"`{name}`")
+    n_dev, n_test = (sum(r["split"] == s for r in recs) for s in ("dev", "test"))
+    assert summary["records (dev / test)"] == f"{len(recs)} ({n_dev} / {n_test})", (name, summary)
+    assert int(summary["relations"].split()[0]) == len({r["relation"] for r in recs}), (name, summary)
+
+
+def test_the_data_card_lists_the_shared_objects_it_kept():
+    """facts_shared's "objects (kept records)" column: each "name count" pair is that object's records."""
+    recs = records(SHARED)
+    for row in _card_table(f"### `{SHARED}`"):
+        rel = row["relation"].split()[0]
+        cell = row.get("objects (kept records)", "")
+        if rel == "total" or cell in ("", "—"):
+            continue
+        have = collections.Counter(r["target_true"].strip() for r in recs if r["relation"] == rel)
+        if (m := re.fullmatch(r"(\d+) languages, (\d+)–(\d+) each", cell)):
+            assert (len(have), min(have.values()), max(have.values())) == tuple(map(int, m.groups())), (rel, have)
+            continue
+        pairs = re.findall(r"([A-Za-z][A-Za-z /]*?) (\d+)(?:,|$)", cell)
+        assert pairs, (rel, cell)
+        for names, n in pairs:
+            for obj in names.split(" / "):
+                assert have[obj] == int(n), f"{rel}: card says {obj} {n}, the file has {have[obj]}"

@@ -6,6 +6,9 @@ Gemma differs from Llama in every place these tests look: √d_model embedding s
 post-attention and post-MLP norms, QK-norm, sliding-window layers, GeGLU, a 262,144-token tied vocabulary.
 """
 
+import re
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -13,6 +16,14 @@ import interp
 from interp.core import arch, gguf_gemma, gguf_read, loading
 
 PROMPT = "The Eiffel Tower is located in the city of"
+# the README's "Two architectures" section quotes what these tests compute; they read the numbers from it
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def quoted(pattern: str) -> str:
+    m = re.search(pattern, " ".join(README.split()))
+    assert m, f"README.md no longer has {pattern!r}"
+    return m.group(1)
 
 
 def gain(module) -> torch.Tensor:
@@ -166,6 +177,9 @@ def test_decomposition_and_dla_sum_exactly_through_the_post_norms(gemma):
     assert torch.equal(d.total("layer"), d.resid)  # the layer parts are the normed writes themselves
     assert (d.total("head") - d.resid).abs().max() <= 1e-6 * d.resid.abs().max() * gemma.n_layers
     assert abs(dla.total("layer") - dla.model_value) < 1e-3 and abs(dla.total("head") - dla.model_value) < 1e-3
+    shown, bound = quoted(r'" Paris" − " Rome": (\d+\.\d+)'), float(quoted(r"parts and model within ([\d.e-]+)\)"))
+    assert abs(float(shown) - dla.model_value) <= 0.5 * 10 ** -len(shown.split(".")[1]), (shown, dla.model_value)
+    assert max(abs(dla.total(k) - dla.model_value) for k in ("layer", "head")) < bound
     # one head by hand: z_h W_O[h] through layer 12's post-attention norm (scale frozen at its input), then
     # through the final norm (scale frozen at the final residual), dotted with W_U[Paris] - W_U[Rome]
     layer, head = 12, 2
@@ -200,6 +214,7 @@ def test_induction_heads_found_and_confirmed_by_ablation(gemma):
     scan = interp.induction_heads(gemma, seq_len=16, batch=2, copying=False)
     best = scan.to_frame()["induction_score"].idxmax()
     assert best == (5, 1) and scan.scores["induction_score"][5, 1] > 0.6
+    assert abs(float(quoted(r"top induction head \(score (\d\.\d+)")) - scan.scores["induction_score"][5, 1]) <= 0.005
     assert scan.loss_repeated_half < scan.loss_first_half - 5
     from interp.analyses.induction import ablation_check
 

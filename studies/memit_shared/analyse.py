@@ -6,6 +6,11 @@ For each record of the batch: its relation, how many facts of the same batch sha
 move away from the object its neighbours should keep) and how many rewrite *to* its true object, or to its new
 object (edits that pull the relation's template toward the neighbours' answer, or toward the wrong one), and its neighbourhood score before and after.
 Prints the scores per relation and by those counts.
+
+    .venv/bin/python studies/memit_shared/analyse.py --paired BEFORE.csv AFTER.csv
+
+Two runs of the same records (e.g. the default before and now): each score's per-record difference, after minus
+before, with a 95% interval (``interp.editing.eval.report.mean_ci``, normal) and how many records moved each way.
 """
 
 import sys
@@ -52,7 +57,26 @@ def edited_neighbours(records: str, split: str, n: int | None) -> str:
             f"({sum(hits) / total:.1%}) name an edited subject; {sum(h > 0 for h in hits)} records have one")
 
 
+def paired(before: str, after: str) -> pd.DataFrame:
+    """Per-record differences (after - before, points) of the success scores over the records both runs kept."""
+    from interp.editing.eval.report import mean_ci
+
+    a, b = (pd.read_csv(p).set_index("case_id") for p in (before, after))
+    rows = {}
+    for c in ("efficacy_score_post", "paraphrase_score_post", "neighborhood_score_post",
+              "neighborhood_unedited_score_post"):
+        d = (b[c] - a[c]).dropna() * 100
+        ci = mean_ci(c, d.tolist())
+        rows[c.removesuffix("_post")] = {"n": ci["n"], "mean": ci["mean"], "ci_low": ci["ci_low"],
+                                         "ci_high": ci["ci_high"], "worse": int((d < 0).sum()),
+                                         "better": int((d > 0).sum())}
+    return pd.DataFrame(rows).T
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--paired":                # analyse.py --paired BEFORE.csv AFTER.csv
+        print(paired(sys.argv[2], sys.argv[3]).round(2).to_string())
+        sys.exit()
     if sys.argv[1] == "--edited-neighbours":     # analyse.py --edited-neighbours RECORDS SPLIT [N]
         print(edited_neighbours(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else None))
         sys.exit()

@@ -292,3 +292,94 @@ def test_the_data_card_lists_the_shared_objects_it_kept():
         for names, n in pairs:
             for obj in names.split(" / "):
                 assert have[obj] == int(n), f"{rel}: card says {obj} {n}, the file has {have[obj]}"
+
+
+# What the builders measured with the model (pre-edit paraphrase accuracy, why candidates were dropped) is stored
+# by them in data/build/stats/ (``build_facts.summarize``); the data card's numbers are read from there.
+STATS = BUILD / "stats"
+PARA_COLUMN = {"facts.jsonl": "paraphrase pre-edit acc.*", SHARED: "para.*"}
+
+
+def _stats(name):
+    return json.loads((STATS / name.replace(".jsonl", ".json")).read_text())
+
+
+def _prose(pattern):
+    m = re.search(pattern, " ".join(CARD.split()))
+    assert m, f"data/README.md no longer says {pattern!r}"
+    return [int(g) for g in m.groups()]
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_the_build_stats_are_of_the_shipped_file(name):
+    st, recs = _stats(name), records(name)
+    assert st["file"] == name and st["records"] == len(recs)
+    per = collections.Counter((r["relation"], r["split"]) for r in recs)
+    for rel, row in st["per_relation"].items():
+        assert (row["dev"], row["test"]) == (per[rel, "dev"], per[rel, "test"]), (name, rel)
+    assert st["candidates"] == len(recs) + sum(st["drops"].values())
+    kept_subjects = {(r["relation"], r["subject"]) for r in recs}
+    assert not kept_subjects & {(d["relation"], d["subject"]) for d in st["dropped"]}
+    assert collections.Counter(d["reason"] for d in st["dropped"]) == collections.Counter(st["drops"])
+
+
+@pytest.mark.parametrize("name", list(PARA_COLUMN))
+def test_the_data_card_paraphrase_accuracy_is_the_build_stats(name):
+    per = _stats(name)["per_relation"]
+    for row in _card_table(f"### `{name}`"):
+        rel = row["relation"].split()[0]
+        if rel == "total" or row[PARA_COLUMN[name]] in ("—", ""):
+            continue
+        p = per[rel]
+        shown = int(row[PARA_COLUMN[name]].rstrip("%"))
+        assert shown == round(100 * p["paraphrase_pre_edit_correct"] / p["paraphrase_pre_edit_prompts"]), (name, rel)
+
+
+def test_the_data_card_drop_counts_are_the_build_stats():
+    gemma = _stats("facts_gemma.jsonl")
+    top10, fewer, word, nll, multi = _prose(
+        r"(\d+) candidates were dropped for the top-10 rule, (\d+) for fewer than 5 neighbours, (\d+) for a target "
+        r"word in the subject, (\d+) for preferring target_new; (\d+) records have a multi-token target")
+    assert (top10, fewer, word, nll) == (gemma["drops"].get("target_true not in top-10", 0),
+                                         gemma["drops"].get("fewer than 5 valid neighborhood prompts", 0),
+                                         gemma["drops"].get("subject contains a target word", 0),
+                                         gemma["drops"].get("target_new has lower NLL than target_true", 0))
+    assert multi == gemma["multi_token_records"]
+    missed, of = _prose(r"so (\d+) of (\d+) true countries miss the top-10")
+    assert missed == gemma["drops_by_relation"]["citizenship"]["target_true not in top-10"]
+    assert of == gemma["per_relation"]["citizenship"]["candidates"]
+
+    shared = _stats(SHARED)
+    cont = [d for d in shared["dropped"] if d["relation"] == "continent"]
+    prefer = [d for d in cont if d["reason"] == "target_new has lower NLL than target_true"]
+    n, europe, two, asia, asia_of = _prose(r"Continents: (\d+) places were dropped for preferring target_new \((\d+) "
+                                           r"of them preferring Europe, (\d+) with a two-token true continent\), "
+                                           r"(\d+) of the (\d+) in Asia")
+    assert n == len(prefer) and europe == sum(d["target_new"] == " Europe" for d in prefer)
+    assert two == sum(d["true_tokens"] > 1 for d in prefer)
+    assert asia == sum(d["target_true"] == " Asia" for d in cont)
+    assert asia_of == len(rules_shared.RELATIONS["continent"]["pools"][" Asia"])
+    genre = [d for d in shared["dropped"] if d["relation"] == "genre"]
+    (n_genre,) = _prose(r"The genre prompt continues with \" a\" for all (\d+) candidates")
+    assert n_genre == len(genre) == shared["per_relation"]["genre"]["candidates"]
+    assert {d["top1"] for d in genre} == {" a"}
+
+
+def test_the_data_card_pre_edit_shares_are_stored_runs():
+    """The second paraphrase set's pre-edit agreement (build_paraphrases_other.py --score, stored in
+    data/build/stats/) and the independent facts' unedited preference (their stored ROME run)."""
+    smol, gemma = (_stats(f"{n}_paraphrases.jsonl")["relations"]["overall"]
+                   for n in ("facts", "facts_gemma"))
+    m = re.search(r"\((\d+\.\d)% / (\d+\.\d)% pre-edit agreement with the existing paraphrases on SmolLM2, "
+                  r"(\d+\.\d)% / (\d+\.\d)% on Gemma\)", " ".join(CARD.split()))
+    assert m, "data/README.md no longer quotes the pre-edit agreement"
+    stored = [smol["paraphrase_prompts"]["prompt_share"], smol["paraphrase_prompts_other"]["prompt_share"],
+              gemma["paraphrase_prompts"]["prompt_share"], gemma["paraphrase_prompts_other"]["prompt_share"]]
+    for shown, value in zip(m.groups(), stored):
+        assert abs(float(shown) - 100 * value) <= 0.05 + 1e-9, (shown, value)
+
+    run = json.loads((BUILD.parents[1] / "studies/rome_eval_test/rome_eval_independent.json").read_text())
+    rewrite, neighbour = _prose(r"P\(true\) > P\(new\) on only (\d+)% of the rewrite prompts and (\d+)% of the "
+                                r"neighbour prompts of the 96 records")
+    assert run["n_records"] - run["n_failed"] == 96  # the 4 refused: target_new already the answer
+    assert rewrite == round(100 - run["efficacy_score_before"]) and neighbour == round(run["neighborhood_score_before"])

@@ -23,7 +23,8 @@ What it does (see ``data/build/README.md`` for the full description):
    target_true over target_new (same mean-NLL rule); a record needs >= 5.
 5. Assigns a dev/test split (about 1/3 dev), stratified by relation, with a
    fixed seed, writes ``interp/editing/records/facts.jsonl`` (then the second paraphrase set,
-   ``build_paraphrases_other.py``) and prints a summary.
+   ``build_paraphrases_other.py``), prints a summary and stores it, with every dropped candidate and why, in
+   ``data/build/stats/facts.json`` (the counts data/README.md quotes; a test reads them from there).
 
 The script is deterministic: every random choice uses ``random.Random(SEED)``
 derived generators and candidates are processed in a fixed order.
@@ -177,7 +178,7 @@ def build(tok, model, relations=RELATIONS, seed_record=SEED_RECORD, dev_fraction
     scorer = Scorer(tok, model)
     drops = collections.Counter()
     drops_by_rel = collections.defaultdict(collections.Counter)
-    unknown = []   # (relation, subject, target_true, what the model preferred)
+    dropped = []   # every dropped candidate: relation, subject, targets, reason, the model's top-1 on its prompt
     nb_stats = collections.Counter()
 
     # 1. plan: every candidate gets its target_new (seeded, before looking at the
@@ -214,17 +215,17 @@ def build(tok, model, relations=RELATIONS, seed_record=SEED_RECORD, dev_fraction
         def drop(reason):
             drops[reason] += 1
             drops_by_rel[rel][reason] += 1
+            dropped.append(dict(relation=rel, subject=s, target_true=obj, target_new=new, reason=reason,
+                                top1=scorer.top1.get(prompt), true_tokens=len(scorer.target_ids(obj))))
 
         if word_in(obj, s) or word_in(new, s):
             drop("subject contains a target word")
             continue
         if not scorer.in_top(prompt, obj):
             drop(f"target_true not in top-{TOP_K}")
-            unknown.append((rel, s, obj.strip(), "top-1: " + scorer.top1[prompt].strip()))
             continue
         if not scorer.nll(prompt, obj) < scorer.nll(prompt, new):
             drop("target_new has lower NLL than target_true")
-            unknown.append((rel, s, obj.strip(), "prefers: " + new.strip()))
             continue
         # neighborhood: same relation, same true object, other subjects
         good = []
@@ -264,7 +265,7 @@ def build(tok, model, relations=RELATIONS, seed_record=SEED_RECORD, dev_fraction
 
     # 4. order (seed record first), split, ids
     out = split_and_order(kept, relations, seed_record, dev_fraction)
-    stats = dict(n_candidates=n_candidates, drops=drops, drops_by_rel=drops_by_rel, unknown=unknown,
+    stats = dict(n_candidates=n_candidates, drops=drops, drops_by_rel=drops_by_rel, dropped=dropped,
                  nb_stats=nb_stats, para_ok=para_ok, para_n=para_n, seconds=time.time() - t0,
                  rows=scorer.n_forward_rows, relations=relations)
     return out, stats
@@ -336,7 +337,9 @@ def validate(records, tok, seed_record=SEED_RECORD):
         seen.add(key)
 
 
-def summarize(records, stats, tok):
+def summarize(records, stats, tok) -> dict:
+    """Print the build's summary; return it as the JSON document ``main`` stores in ``data/build/stats/`` (the
+    counts data/README.md quotes, which tests/test_facts_data.py reads from it)."""
     print(f"\n=== {stats.get('file', 'facts.jsonl')}: {len(records)} records "
           f"(from {stats['n_candidates']} candidates, {stats['rows']} forward rows, {stats['seconds']:.0f} s) ===")
     relations = stats.get("relations", RELATIONS)
@@ -361,6 +364,16 @@ def summarize(records, stats, tok):
     multi = sum(1 for r in records if len(tok(r["target_true"]).input_ids) > 1
                 or len(tok(r["target_new"]).input_ids) > 1)
     print(f"\nRecords with a multi-token target_true or target_new: {multi}")
+    return {"file": stats.get("file", "facts.jsonl"), "records": len(records), "candidates": stats["n_candidates"],
+            "forward_rows": stats["rows"],
+            "per_relation": {rel: {"dev": c[rel, "dev"], "test": c[rel, "test"],
+                                   "candidates": sum(len(v) for v in relations[rel]["pools"].values()),
+                                   "paraphrase_pre_edit_correct": int(stats["para_ok"][rel]),
+                                   "paraphrase_pre_edit_prompts": int(stats["para_n"][rel])} for rel in rels},
+            "drops": dict(stats["drops"].most_common()),
+            "drops_by_relation": {rel: dict(stats["drops_by_rel"][rel]) for rel in rels if stats["drops_by_rel"][rel]},
+            "neighbourhood_prompts": dict(stats["nb_stats"]), "multi_token_records": multi,
+            "dropped": stats["dropped"]}
 
 
 def main(relations=None, out_path=None, *, seed_record=SEED_RECORD, dev_fraction=DEV_FRACTION,
@@ -383,11 +396,19 @@ def main(relations=None, out_path=None, *, seed_record=SEED_RECORD, dev_fraction
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
     # the second paraphrase set of the test records is not part of the rule above; re-add it, or a rebuild drops it
     build_paraphrases_other.add_to_file(out_path, other_templates, relations)
-    summarize(records, stats, tok)
+    doc = summarize(records, stats, tok)
+    doc["command"] = ".venv/bin/python data/build/" + os.path.basename(sys.argv[0])
+    stats_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stats",
+                              os.path.basename(out_path).replace(".jsonl", ".json"))
+    os.makedirs(os.path.dirname(stats_path), exist_ok=True)
+    with open(stats_path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     if "-v" in sys.argv:
-        print("\nCandidates the model does not know (relation, subject, true, preferred):")
-        for u in stats["unknown"]:
-            print("  ", u)
+        print("\nCandidates the model does not know (relation, subject, true, top-1 or the preferred target_new):")
+        for d in doc["dropped"]:
+            if d["reason"].startswith(("target_true not", "target_new has")):
+                print("  ", d["relation"], d["subject"], d["target_true"].strip(),
+                      "top-1: " + str(d["top1"]).strip() if "top-" in d["reason"] else "prefers: " + d["target_new"])
     size = os.path.getsize(out_path)
     print(f"\nWrote {out_path} ({size / 1024:.0f} KiB)")
     assert size < 1_000_000

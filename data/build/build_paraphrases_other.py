@@ -300,7 +300,15 @@ def main(argv=None) -> None:
         n = add_to_file(path, *templates_for(name))
         print(f"{name}: {FIELD} on {n} test records")
         if args.score:
-            print_score(score(path, FILES[name]))
+            res = score(path, FILES[name])
+            print_score(res)
+            # stored beside the build's own stats: data/README.md quotes the overall shares, a test reads them here
+            out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stats",
+                               name.replace(".jsonl", "_paraphrases.json"))
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            with open(out, "w", encoding="utf-8") as f:
+                f.write(json.dumps({**res, "command": f".venv/bin/python data/build/build_paraphrases_other.py {name} "
+                                               "--score"}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import sys
 
 import torch
 
+from ..core.provenance import provenance
 from ..core.results import jsonable
 from . import (
     attention,
@@ -109,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         if getattr(args, "json", False):
-            print(json.dumps(jsonable(result if isinstance(result, dict) else {"result": result})))
+            doc = result if isinstance(result, dict) else {"result": result}
+            doc = {**doc, "provenance": provenance("interp " + " ".join(sys.argv[1:] if argv is None else argv))}
+            print(json.dumps(jsonable(doc)))
         elif isinstance(result, dict):
             print(result.get("_text") or json.dumps(jsonable(result), indent=2))
         elif result is not None:

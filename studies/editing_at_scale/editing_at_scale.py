@@ -36,6 +36,7 @@ import torch
 
 import interp
 from interp import rome
+from interp.core.provenance import provenance
 from interp.editing.eval.scale import sequential_edits
 
 
@@ -69,11 +70,12 @@ def main() -> None:
     cps = [int(c) for c in args.checkpoints.split(",")] if args.checkpoints else None
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    command = "OMP_NUM_THREADS=1 .venv/bin/python studies/editing_at_scale/editing_at_scale.py " + " ".join(sys.argv[1:])
+    prov = provenance(command)  # read at the start: HEAD may move during a run of hours
 
     def write(res, partial: bool) -> None:
         doc = res.to_json()
-        doc["command"] = ("OMP_NUM_THREADS=1 .venv/bin/python studies/editing_at_scale/editing_at_scale.py "
-                          + " ".join(sys.argv[1:]))
+        doc["command"], doc["commit"], doc["provenance"] = command, prov["commit"], prov
         doc["wall_seconds"] = res.seconds  # over every session of a continued run (--state)
         if partial:  # a stopped run keeps what it finished; the last checkpoint's step says how far it got
             doc["partial"] = f"written at checkpoint step {res.steps[-1]['step']} of {len(records)} facts' run"

@@ -1,0 +1,60 @@
+"""Every stored study result can be traced to the code and command that made it (issue 35): each
+``studies/**/*.json`` records its commit and command, or ``studies/provenance.json`` (built by
+``studies/provenance_index.py``) holds the best record there is; and the CLI's ``--json`` output carries its own."""
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STUDIES = ROOT / "studies"
+INDEX = json.loads((STUDIES / "provenance.json").read_text())
+HEX40 = re.compile(r"[0-9a-f]{40}")
+
+
+def _results():
+    for path in sorted(STUDIES.rglob("*.json")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel != "studies/provenance.json" and not rel.endswith(".meta.json") and ".state/" not in rel:
+            yield rel, path
+
+
+def _own(doc):
+    prov = doc.get("provenance") if isinstance(doc, dict) and isinstance(doc.get("provenance"), dict) else {}
+    if not isinstance(doc, dict):
+        return None, None
+    return doc.get("commit") or prov.get("commit"), doc.get("command") or prov.get("command")
+
+
+def test_every_stored_result_names_its_commit_and_command():
+    missing = []
+    for rel, path in _results():
+        commit, command = _own(json.loads(path.read_text()))
+        if commit and command:
+            assert HEX40.match(str(commit)), f"{rel}: commit {commit!r} is not a full hash"
+            continue
+        entry = INDEX.get(rel)
+        if not entry or not entry.get("commit") or not entry.get("command"):
+            missing.append(rel)
+            continue
+        assert HEX40.fullmatch(entry["commit"]), (rel, entry)
+        assert entry["commit_is"] in ("ran_at", "committed_in"), (rel, entry)
+    assert not missing, (f"stored results with no commit and command, in the file or in studies/provenance.json: "
+                         f"{missing}; record them in the file, or add the command to studies/provenance_index.py "
+                         f"and run it")
+
+
+def test_the_index_names_only_existing_files():
+    stale = [rel for rel in INDEX if not (ROOT / rel).exists()]
+    assert not stale, f"studies/provenance.json names files that are gone: {stale} (run studies/provenance_index.py)"
+
+
+def test_the_cli_json_carries_its_provenance(capsys):
+    from interp.cli import main
+
+    assert main(["info", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    prov = doc["provenance"]
+    assert prov["command"] == "interp info --json" and prov["version"]
+    assert prov["commit"] is None or HEX40.fullmatch(prov["commit"])
+    assert {"cpu", "cores", "threads", "torch", "python"} <= set(prov["machine"])

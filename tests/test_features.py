@@ -377,6 +377,32 @@ def test_training_text_splits_are_disjoint_deduplicated_and_stable(embedded):
     assert torch.equal(rows[4], later[0]) and torch.equal(rows[5], later[1])
 
 
+def test_the_data_card_token_counts_are_the_splits(embedded):
+    """data/README.md's token column (each document as BOS + its rendered text, SmolLM2's tokenizer) and its count
+    of the Wikipedia leads alone (text only, no BOS), tokenized here."""
+    import re
+    from pathlib import Path
+
+    card = " ".join((Path(__file__).parent.parent / "data" / "README.md").read_text().split())
+    tok = embedded.tokenizer
+
+    def n_tokens(text):
+        return len(tok(text, add_special_tokens=False).input_ids)
+
+    for split in texts.SPLITS:
+        m = re.search(rf"\| {split} \| [\d,]+ \([\d, /]+\) \| ([\d,]+) \|", card)
+        assert m, f"data/README.md has no token count for the {split} split"
+        docs = texts.text_documents(split, seed=None)
+        assert int(m.group(1).replace(",", "")) == sum(1 + n_tokens(texts.render(embedded, d)) for d in docs), split
+    m = re.search(r"The Wikipedia leads alone are ([\d,]+) tokens \(([\d,]+) documents, text only, no BOS", card)
+    assert m, "data/README.md no longer gives the Wikipedia leads' token count"
+    from interp.core.corpus import wiki_documents
+
+    wiki = wiki_documents()  # the package's paragraphs as shipped (the splits keep 7,456 of them as plain text)
+    assert int(m.group(2).replace(",", "")) == len(wiki)
+    assert int(m.group(1).replace(",", "")) == sum(n_tokens(d.text) for d in wiki)
+
+
 # ============================================================================================== ranks
 def test_two_ranks_end_with_the_weights_of_one_process(embedded, tmp_path):
     """``python -m interp.dist features --nproc 2``: two gloo ranks, each running half the rows of every batch,

@@ -58,3 +58,12 @@ def test_the_cli_json_carries_its_provenance(capsys):
     assert prov["command"] == "interp info --json" and prov["version"]
     assert prov["commit"] is None or HEX40.fullmatch(prov["commit"])
     assert {"cpu", "cores", "threads", "torch", "python"} <= set(prov["machine"])
+
+
+def test_an_installed_copy_inside_another_checkout_reports_no_commit(monkeypatch):
+    from interp.core import provenance as prov
+
+    assert HEX40.fullmatch(prov.provenance("x")["commit"] or "")  # this checkout (CI runs from one)
+    monkeypatch.setattr(prov, "ROOT", ROOT / "interp")  # as if the package lay in a folder of some repository
+    doc = prov.provenance("x")
+    assert doc["commit"] is None and doc["dirty"] is None and doc["command"] == "x"

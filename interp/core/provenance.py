@@ -16,10 +16,12 @@ import time
 from pathlib import Path
 
 
+ROOT = Path(__file__).resolve().parents[2]  # the checkout's root when the package runs from one
+
+
 def _git(*args: str) -> str | None:
-    here = Path(__file__).resolve().parents[2]  # the checkout's root when the package runs from one
     try:
-        out = subprocess.run(["git", "-C", str(here), *args], capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
@@ -34,7 +36,10 @@ def provenance(command: str | None = None) -> dict:
         package = version("interp")
     except PackageNotFoundError:  # imported from a checkout that was never installed
         package = None
-    commit = _git("rev-parse", "HEAD")
+    # only a checkout whose root holds this package: an installed copy inside some other repository (a venv in
+    # a checkout) must not report that repository's commit
+    top = _git("rev-parse", "--show-toplevel")
+    commit = _git("rev-parse", "HEAD") if top and Path(top).resolve() == ROOT else None
     status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
     cpu = "?"
     if os.path.exists("/proc/cpuinfo"):

@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import torch
 
 import interp
 from interp.analyses.features.train import TrainSettings, estimate_seconds, transcoder_sites
+from interp.core.provenance import provenance
 
 HERE = Path(__file__).parent
 
@@ -50,21 +50,20 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    prov = provenance(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '?')} .venv/bin/python "
+                      f"studies/features_cost/run.py --tokens {args.tokens} "
+                      f"--threads {args.threads}")  # read before the run: HEAD may move meanwhile
     rows = [measure(n, args.tokens) for n in ("smollm2-135m", "gemma3-270m")]
     smol, gemma = rows
     ratio = smol["tokens_per_second"] / gemma["tokens_per_second"]
     full = json.loads((HERE.parent / "features_full" / "quality.json").read_text())
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     doc = {"rows": rows, "gemma_seconds_per_smollm2_second": ratio,
            "smollm2_full_run": {"train_seconds": full.get("train_seconds_this_call"),
                                 "threads": full.get("machine", {}).get("threads"), "cpu": full.get("machine", {}).get("cpu")},
            "gemma_full_estimate_hours": None if not full.get("train_seconds_this_call")
            else full["train_seconds_this_call"] * ratio / 3600,
-           "commit": commit, "command": f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '?')} .venv/bin/python "
-                                        f"studies/features_cost/run.py --tokens {args.tokens} --threads {args.threads}",
-           "machine": {"cpu": cpu, "cores": os.cpu_count(), "threads": args.threads},
-           "date": time.strftime("%Y-%m-%d %H:%M")}
+           "commit": prov["commit"], "command": prov["command"], "machine": prov["machine"], "date": prov["date"],
+           "provenance": prov}
     (HERE / "cost.json").write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps(doc, indent=1))
 

@@ -398,11 +398,7 @@ def main(relations=None, out_path=None, *, seed_record=SEED_RECORD, dev_fraction
     build_paraphrases_other.add_to_file(out_path, other_templates, relations)
     doc = summarize(records, stats, tok)
     doc["command"] = ".venv/bin/python data/build/" + os.path.basename(sys.argv[0])
-    stats_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stats",
-                              os.path.basename(out_path).replace(".jsonl", ".json"))
-    os.makedirs(os.path.dirname(stats_path), exist_ok=True)
-    with open(stats_path, "w", encoding="utf-8") as f:
-        f.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    build_paraphrases_other.write_stats(os.path.basename(out_path).replace(".jsonl", ".json"), doc)
     if "-v" in sys.argv:
         print("\nCandidates the model does not know (relation, subject, true, top-1 or the preferred target_new):")
         for d in doc["dropped"]:

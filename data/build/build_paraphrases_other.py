@@ -287,6 +287,14 @@ def print_score(res: dict) -> None:
         print(f"  {v['share']:>6.1%} {v['n']:>4}  {key}")
 
 
+def write_stats(filename: str, doc: dict) -> None:
+    """Store a build's summary as ``data/build/stats/<filename>`` (what tests/test_facts_data.py reads)."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stats")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, filename), "w", encoding="utf-8") as f:
+        f.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="*", default=list(FILES),
@@ -302,13 +310,9 @@ def main(argv=None) -> None:
         if args.score:
             res = score(path, FILES[name])
             print_score(res)
-            # stored beside the build's own stats: data/README.md quotes the overall shares, a test reads them here
-            out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stats",
-                               name.replace(".jsonl", "_paraphrases.json"))
-            os.makedirs(os.path.dirname(out), exist_ok=True)
-            with open(out, "w", encoding="utf-8") as f:
-                f.write(json.dumps({**res, "command": f".venv/bin/python data/build/build_paraphrases_other.py {name} "
-                                               "--score"}, indent=1) + "\n")
+            # beside the build's own stats: data/README.md quotes the overall shares, a test reads them there
+            write_stats(name.replace(".jsonl", "_paraphrases.json"),
+                        {**res, "command": f".venv/bin/python data/build/build_paraphrases_other.py {name} --score"})
 
 
 if __name__ == "__main__":

@@ -41,15 +41,15 @@ def provenance(command: str | None = None) -> dict:
     top = _git("rev-parse", "--show-toplevel")
     commit = _git("rev-parse", "HEAD") if top and Path(top).resolve() == ROOT else None
     status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
-    cpu = "?"
+    cpu = platform.processor() or "?"
     if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
     import torch
 
     return {"command": command or " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
             "commit": commit, "dirty": bool(status) if commit else None, "version": package,
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "machine": {"cpu": cpu or platform.processor(), "cores": os.cpu_count(),
+            "machine": {"cpu": cpu, "cores": os.cpu_count(),
                         "threads": torch.get_num_threads(), "torch": torch.__version__,
                         "python": platform.python_version()}}

@@ -11,6 +11,11 @@ Prints the scores per relation and by those counts.
 
 Two runs of the same records (e.g. the default before and now): each score's per-record difference, after minus
 before, with a 95% interval (``interp.editing.eval.report.mean_ci``, normal) and how many records moved each way.
+
+    .venv/bin/python studies/memit_shared/analyse.py --by-pair ONE_AT_A_TIME.csv BATCHED.csv
+
+The same records edited one at a time and in one batch: NS over unedited neighbours by how many other facts of the
+batch share the fact's (relation, true → new) pair, and that count's correlation with what batching changed.
 """
 
 import sys
@@ -73,7 +78,25 @@ def paired(before: str, after: str) -> pd.DataFrame:
     return pd.DataFrame(rows).T
 
 
+def by_pair(single: str, batched: str) -> tuple:
+    """(table by the count of other batch facts sharing the fact's (relation, true, new) triple, the correlation
+    of that count with batched − one-at-a-time NS unedited)."""
+    col = "neighborhood_unedited_score_post"
+    a, b = (pd.read_csv(p).set_index("case_id") for p in (single, batched))
+    b = b.assign(single=a.loc[b.index, col],
+                 sharing=b.groupby(["relation", "target_true", "target_new"])["relation"].transform("size") - 1)
+    g = b.groupby("sharing")
+    table = pd.DataFrame({"facts": g.size(), "one_at_a_time": g["single"].mean() * 100,
+                          "batched": g[col].mean() * 100})
+    return table, float(b["sharing"].corr(b[col] - b["single"]))
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--by-pair":               # analyse.py --by-pair ONE_AT_A_TIME.csv BATCHED.csv
+        table, r = by_pair(sys.argv[2], sys.argv[3])
+        print(table.round(1).to_string())
+        print(f"correlation of the count with batched - one at a time: {r:.2f}")
+        sys.exit()
     if sys.argv[1] == "--paired":                # analyse.py --paired BEFORE.csv AFTER.csv
         print(paired(sys.argv[2], sys.argv[3]).round(2).to_string())
         sys.exit()

@@ -46,8 +46,8 @@ ft = q.to_frame()
 print(f"held out, median over layers: FVU {ft['fvu'].median():.3f} (neurons at the same L0 "
       f"{ft['fvu_neurons'].median():.3f}), CE-loss score {ft['ce_score'].median():.3f}; top-1 agreement with every "
       f"layer replaced {q.stack['top1_agreement']:.3f}")"""),
-    ("md", """These live transcoders are much weaker than the stored ones (median FVU 0.269, CE-loss score 0.885, top-1
-agreement 0.467 at 2M tokens): more of each MLP's write is left to the error nodes, which is what the replacement and
+    ("md", """These live transcoders are much weaker than the stored ones (median FVU 0.269, CE-loss score 0.882, top-1
+agreement 0.468 at 2M tokens): more of each MLP's write is left to the error nodes, which is what the replacement and
 completeness scores below measure."""),
     ("md", """## 1 · The Eiffel Tower
 
@@ -186,7 +186,7 @@ pd.DataFrame(hits, columns=["layer", "pos", "token", "feature", "influence", "Fr
     ("md", """No feature passes the rule. 18 of the 20 most influential features are at layer 0 (12 of those at
 the last token) and their decoders promote word fragments; none promotes France, French or Paris. With these live
 transcoders the graph does not show the intermediate step. That is a null result about these dictionaries, not
-evidence that the model skips France: the full transcoders were not run on this prompt here."""),
+evidence that the model skips France. Section 5 runs the same rule with the full transcoders."""),
     ("md", """## 3 · Indirect-object identification
 
 *"When Mary and John went to the store, John gave a drink to"* → *Mary*. Notebook 06 found this behaviour in
@@ -266,7 +266,59 @@ to 0.219 and p(Rome) is 0.006, below its 0.008 with no intervention; k = 20 does
 seeing this (signed: the ten features each graph says support its answer most) gives p(Paris) 0.225 and p(Rome)
 0.009. Random Colosseum features never put Rome above Paris either (0 of 10 draws), so no rule had a baseline to
 beat. The paper's experiment needs features that carry the fact (its Texas and California); these live,
-layer-0-dominated dictionaries do not provide them. Running it with the full transcoders is left to do."""),
+layer-0-dominated dictionaries do not provide them. Section 5 runs it with the full transcoders."""),
+    ("md", """## 5 · The same rules with the full transcoders (stored)
+
+Sections 1, 2 and 4 end on results about the live dictionaries. `studies/graphs_stories/run.py` applies the same
+rules, unchanged, to the full transcoders (2,000,000 tokens), which cannot be trained inside the tests. The script
+was committed before those dictionaries were trained, and on the live ones it prints this notebook's numbers
+(`studies/graphs_stories/README.md`)."""),
+    ("code", """st = json.loads(Path("../studies/graphs_stories/results.json").read_text())
+print(f"`{st['command']}` at commit {st['commit'][:10]}, {st['seconds'] / 60:.1f} min, "
+      f"{st['machine']['threads']} threads; dictionaries {st['dictionaries']['tokens']:,} tokens")
+e = st["eiffel"]
+print("Eiffel:", e["summary"])
+print(f"top-10 ablations in the real model: sign agreement {e['sign_agreement']}/10, Spearman {e['spearman']:.2f}")
+print(f"(layer, position) cells against MLP patching: Spearman {e['spearman_cells']:.2f} over {e['cells']} cells")
+print("  patching top 5:", ", ".join(e["patching_top5"]))
+print("  graph top 5:   ", ", ".join(e["graph_top5"]))
+pd.DataFrame(e["top10"]).astype({"layer": int, "feature": int}).assign(predicted=e["predicted"],
+                                                                      measured=e["measured"]).round(3)"""),
+    ("code", """ts = st["two_step"]
+print("two-step:", ts["summary"])
+print(f"{ts['passing']} of the 20 most influential features promote France, French or Paris")
+pd.DataFrame(ts["top20"]).assign(promoted=lambda f: f["promoted"].str[:5])[
+    ["layer", "pos", "token", "feature", "influence", "predicted", "france_like", "promoted"]].round(3)"""),
+    ("code", """io = st["ioi"]
+print("IOI:", io["summary"])
+pd.DataFrame(io["share_by_position"]).set_index(["pos", "token"])["share"].round(3).to_frame("share of influence").T"""),
+    ("code", """sw = st["swap"]
+print(f"random active Colosseum features in place of the top 10: Rome above Paris in "
+      f"{sw['random_control_rome_wins_of_10']} of 10 draws")
+pd.DataFrame(sw["rows"]).assign(top3=lambda f: [[(t, round(p, 3)) for t, p in r] for r in f["top3"]]).round(4)"""),
+    ("md", """On the Eiffel prompt the full transcoders make the graph a much better guide to single ablations: 8 of 10
+signs right and Spearman 0.81, against 5 of 10 and 0.32 with the live ones. Their ten most influential features
+have moved from layer 0 to the last token's later layers (29, 24, 22, 20) plus four at layer 0. The other claims
+do not change:
+
+* **Graph against patching, cell by cell:** Spearman −0.02 over 330 cells (live −0.03). Patching still finds the
+  fact's difference in the MLPs at *iffel*. The graph's largest cells are at the template's tokens, and one is at
+  the BOS token's layer 11.
+* **The two-step prompt:** again **0 of 20** features pass the France rule. The most influential ones sit at *is*
+  in layers 21–29, and their decoders promote language words (*languages*, *English*, *language*, *dialects*): a
+  "name a language here" signal, not France. The rule reads only the direct path through the unembedding, so this
+  is no evidence either way about an intermediate carried in the residual stream. It is still a null result, now
+  with the stored dictionaries too.
+* **IOI:** *Mary* now carries 0.16 of the influence, more than either *John* (0.064, 0.062), and the last token
+  carries 0.26. The graph points at the indirect object where the live dictionaries did not. It still cannot say
+  which head carries it.
+* **The swap fails again, and it is not the dictionaries' fault alone.** With the rule's k = 10, turning Paris's
+  top features off and Rome's on **raises** p(Paris) from 0.304 to 0.581, and p(Rome) is 0.004. No variant puts Rome
+  above Paris, including the signed one chosen after (0.229 / 0.010). Random features do not either (0 of 10).
+
+Influence is unsigned, so a rule that takes the top features by influence switches off features that push against
+the answer as well as for it. A swap would need the features that carry *which city*. In this model that is
+patching's *iffel* cells, which the graph does not rank first."""),
     ("md", """## What this notebook does not show
 
 * The live graphs are built on transcoders trained on 40,000 tokens; their features are not the stored run's, and

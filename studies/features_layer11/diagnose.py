@@ -26,10 +26,9 @@ import torch
 
 import interp
 from interp.analyses.features.data import batches, counted
-from interp.analyses.features.formats import load_dictionaries
 from interp.analyses.features.quality import _neuron_write
-from interp.analyses.features.train import cached_transcoders
 from interp.core.hooks import capture
+from interp.cli.features import add_dictionary_options, dictionaries_for
 from interp.core.provenance import provenance
 
 HERE = Path(__file__).parent
@@ -104,15 +103,13 @@ def main():
     ap.add_argument("--tokens", type=int, default=40_000)
     ap.add_argument("--layers", default="10,11,12")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--dictionaries", default=None)
+    add_dictionary_options(ap)
     ap.add_argument("--out", default=str(HERE / "results.json"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     prov = provenance(" ".join(["python studies/features_layer11/diagnose.py", *sys.argv[1:]]))
     model = interp.load()
-    tc = load_dictionaries(args.dictionaries, model) if args.dictionaries else cached_transcoders(model)
-    if tc is None:
-        raise SystemExit("no transcoders cached at the default settings: run `interp features train` first")
+    tc = dictionaries_for(args, model)      # --dictionaries FOLDER, else the cached defaults
     layers = [int(x) for x in args.layers.split(",")]
     ys, err, err_n, tn, ids, where = collect(model, tc, layers, args.tokens)
     doc = {"split": "dev", "dictionaries": tc.settings,

@@ -29,9 +29,8 @@ from pathlib import Path
 import torch
 
 import interp
-from interp.analyses.features.formats import load_dictionaries
-from interp.analyses.features.train import cached_transcoders
 from interp.analyses.patching.activation import spearman
+from interp.cli.features import add_dictionary_options, dictionaries_for
 from interp.core.provenance import provenance
 
 HERE = Path(__file__).parent
@@ -133,16 +132,14 @@ def swap(model, tc, g) -> dict:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--dictionaries", default=None)
+    add_dictionary_options(ap)
     ap.add_argument("--out", default=str(HERE / "results.json"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     # read before the work: HEAD may move while it runs
     prov = provenance(" ".join(["python studies/graphs_stories/run.py", *sys.argv[1:]]))
     model = interp.load()
-    tc = load_dictionaries(args.dictionaries, model) if args.dictionaries else cached_transcoders(model)
-    if tc is None:
-        raise SystemExit("no transcoders cached at the default settings: run `interp features train` first")
+    tc = dictionaries_for(args, model)      # --dictionaries FOLDER, else the cached defaults
     t0 = time.time()
     g = interp.attribution_graph(model, tc, PROMPT, targets=[" Paris"])
     doc = {"eiffel": eiffel(model, tc, g), "two_step": two_step(model, tc), "ioi": ioi(model, tc),

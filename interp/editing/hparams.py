@@ -123,6 +123,7 @@ KEY_RULES = ("auto", "mean", "each")  # RomeHparams.key_rule (interp.editing.rom
 # "mean" (chosen on dev: study "key_rule"); the failure diagnosis "key mismatch" uses the same bound.
 KEY_MATCH = 0.5
 BARE_KEY_WHEN = ("mismatch", "always")  # MemitHparams.bare_key_when
+PRESERVE_SELECT = ("first", "nearest")
 
 
 @dataclass(frozen=True)
@@ -145,13 +146,18 @@ class MemitHparams(VStarHparams):
     """MEMIT (values the reference code's GPT-J / GPT-2 XL ones except λ, chosen on a dev split: the defaults
     table cites the study). Every layer is solved for the facts' template-mean keys; ``key_spread_weight`` β > 0
     also asks every templated key for the fact's share, ``bare_key_weight`` γ > 0 the bare rewrite prompt's key
-    (of the facts ``bare_key_when`` picks) (:mod:`interp.editing.memit_solve`)."""
+    (of the facts ``bare_key_when`` picks) (:mod:`interp.editing.memit_solve`); ``preserve_weight`` μ > 0 asks
+    ``preserve_count`` other subjects' keys under the batch's prompts to keep their outputs
+    (:mod:`interp.editing.preserve`)."""
     templates: tuple = ((10, 5),)           # (tokens, count) of sampled context prefixes besides "{}" (paper: 5 x 10)
     clamp_norm_factor: float = 0.75         # |delta| <= factor * |h| (the residual at the last layer)
     mom2_update_weight: float = 2500.0      # λ in λ C + K Kᵀ (GPT-J 15000, GPT-2 XL 20000)
     key_spread_weight: float = 0.0          # β: weight of every templated key of a fact
     bare_key_weight: float = 0.0            # γ: weight of a fact's bare rewrite-prompt key (as an extra row)
     bare_key_when: str = "mismatch"         # which facts get that row: "mismatch" (share < KEY_MATCH) or "always"
+    preserve_weight: float = 0.0            # μ: weight of other subjects' keys under the batch's prompts (preserve.py)
+    preserve_count: int = 1000              # how many of those subjects (records/preserve_subjects.json)
+    preserve_select: str = "first"          # which: the list's "first", or per prompt the "nearest" to the batch's
 
     KIND = "MEMIT"
 
@@ -165,6 +171,13 @@ class MemitHparams(VStarHparams):
         g = self.bare_key_weight
         if isinstance(g, bool) or not (isinstance(g, (int, float)) and 0 <= g < math.inf):
             raise ValueError(f"bare_key_weight={g!r}; allowed: a finite number >= 0 (0: no bare-key row)")
+        m = self.preserve_weight
+        if isinstance(m, bool) or not (isinstance(m, (int, float)) and 0 <= m < math.inf):
+            raise ValueError(f"preserve_weight={m!r}; allowed: a finite number >= 0 (0: no preserved subject keys)")
+        check_count(self, "preserve_count")
+        if self.preserve_select not in PRESERVE_SELECT:
+            raise ValueError(f"preserve_select={self.preserve_select!r}; allowed: "
+                             f"{', '.join(map(repr, PRESERVE_SELECT))}")
         if self.bare_key_when not in BARE_KEY_WHEN:
             raise ValueError(f"bare_key_when={self.bare_key_when!r}; allowed: {', '.join(map(repr, BARE_KEY_WHEN))}")
 

@@ -36,6 +36,7 @@ from .memit_solve import (
     spread,
     updated,
 )
+from .preserve import preserve_terms
 from .registry import EditorSpec, register
 from .vstar import context_templates
 
@@ -260,7 +261,8 @@ def _memit(model, records, layers, hp: MemitHparams, seed: int, stats, progress)
     timings["targets_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    res = spread(model, targets, layers, mom2, hp, progress)
+    preserve = preserve_terms(model, requests, layers, hp, templates, progress)
+    res = spread(model, targets, layers, mom2, hp, progress, preserve=preserve)
     timings["spread_s"] = time.perf_counter() - t0
     try:
         edit = _assemble(requests, layers, hp, seed, templates, fingerprint, targets, res, timings)

@@ -50,6 +50,10 @@ says which facts get the row: "mismatch" (those whose ``key_match`` under the so
 :data:`~interp.editing.hparams.KEY_MATCH`, ROME's ``key_rule="auto"`` bound; each layer decides afresh) or
 "always". The embedded model's defaults use γ = 4 on mismatched facts (study "memit_shared"); β asks every
 templated key alike, γ only the prompt that is asked.
+
+Other subjects' keys (``preserve_weight`` μ). ``+ μ Σ_p tr(ΔW P_p ΔWᵀ)`` with ``P_p`` the mean ``k kᵀ`` of
+other subjects' keys under the batch's prompt ``p`` (:mod:`interp.editing.preserve`): only the Gram term changes,
+``λC + KᵀK + μ Σ_p P_p``.
 """
 
 from __future__ import annotations
@@ -313,13 +317,16 @@ def second_moment(stats, layer: int, d_mlp: int) -> torch.Tensor:
 
 
 def solve_layer(keys: torch.Tensor, mom2: torch.Tensor, weight: float, ridge: float = 0.0, *, spread=None,
-                spread_weight: float = 0.0, bare=None, bare_weights=None, layer=None) -> torch.Tensor:
-    """``(K + Γ K₀) (λC + KᵀK + K₀ᵀ Γ K₀ + β S + ridge I)⁻¹`` [n, d_mlp] in float64 (Cholesky: the matrix is
-    symmetric positive definite whenever C is); ``S`` the facts' key spread (:class:`States`), β
+                spread_weight: float = 0.0, bare=None, bare_weights=None, preserve=None, layer=None) -> torch.Tensor:
+    """``(K + Γ K₀) (λC + KᵀK + K₀ᵀ Γ K₀ + β S + μP + ridge I)⁻¹`` [n, d_mlp] in float64 (Cholesky: the matrix
+    is symmetric positive definite whenever C is); ``S`` the facts' key spread (:class:`States`), β
     ``spread_weight``; ``K₀`` [n, d_mlp] the bare prompts' keys (``bare``) and ``Γ`` the diagonal of
-    ``bare_weights`` [n] (none: Γ = 0); ``ΔW = Rᵀ`` times this."""
+    ``bare_weights`` [n] (none: Γ = 0); ``preserve`` the preserved subjects' μP [d_mlp, d_mlp]
+    (:mod:`interp.editing.preserve`, already weighted); ``ΔW = Rᵀ`` times this."""
     k = keys.to(torch.float64)
     a = weight * mom2 + k.T @ k
+    if preserve is not None:
+        a = a + preserve
     lhs = k
     if spread_weight:
         a = a + spread_weight * spread
@@ -343,13 +350,15 @@ def key_share(adj: torch.Tensor, st: States) -> torch.Tensor:
     return (adj * st.bare).sum(1) / (adj * st.keys).sum(1)
 
 
-def layer_adjoint(st: States, mom2: torch.Tensor, hp: MemitHparams, layer: int) -> tuple[torch.Tensor, int]:
+def layer_adjoint(st: States, mom2: torch.Tensor, hp: MemitHparams, layer: int, preserve=None
+                  ) -> tuple[torch.Tensor, int]:
     """One layer's ``A`` [n, d_mlp] (:func:`solve_layer`) and how many facts got a bare-key row (weight γ =
     ``bare_key_weight``): every fact with ``bare_key_when="always"``; with "mismatch" the facts whose bare key gets
     less than :data:`KEY_MATCH` of the update under the solve without the rows, which is then made again with them."""
     def solve(gamma):
         return solve_layer(st.keys, mom2, hp.mom2_update_weight, hp.mom2_ridge, spread=st.spread,
-                           spread_weight=float(hp.key_spread_weight), bare=st.bare, bare_weights=gamma, layer=layer)
+                           spread_weight=float(hp.key_spread_weight), bare=st.bare, bare_weights=gamma,
+                           preserve=preserve, layer=layer)
 
     weight = float(hp.bare_key_weight)
     if weight and hp.bare_key_when == "always":
@@ -435,13 +444,14 @@ def nearest_write(gain: torch.Tensor, want: torch.Tensor, fill: torch.Tensor, it
     return v / v.pow(2).mean(1, keepdim=True).sqrt()
 
 
-def spread(model, targets: Targets, layers: list[int], stats: dict, hp: MemitHparams, progress=None) -> dict:
+def spread(model, targets: Targets, layers: list[int], stats: dict, hp: MemitHparams, progress=None, *,
+           preserve: dict | None = None) -> dict:
     """Stage 2 (see the module docstring): writes each layer's update in turn and returns, per layer, the factors
     ``resid`` [n, d_model] and ``adj`` [n, d_mlp] (ΔW = residᵀ adj; on a layer with a post-norm ``resid`` is the
     MLP-output change :func:`post_norm_targets` maps the residual share to), the keys and the norms (with
     ``step_reach_mean``: the mean share of its residual step the layer's write delivered, read at the next
-    layer), plus the originals and the written matrices. Any failure restores every layer
-    (:func:`kept_matrices`)."""
+    layer), plus the originals and the written matrices. ``preserve``: ``{layer: μP}`` of the preserved subjects
+    (:mod:`interp.editing.preserve`) or None. Any failure restores every layer (:func:`kept_matrices`)."""
     z_layer = layers[-1]
     beta = float(hp.key_spread_weight)
     out = {"resid": {}, "adj": {}, "keys": {}, "norms": {}, "edited": {}, "key_match": {}}
@@ -456,7 +466,7 @@ def spread(model, targets: Targets, layers: list[int], stats: dict, hp: MemitHpa
             resid = (targets.z - h) / (len(layers) - j)
             notify(progress, stage="solve", layer=layer, error=float((targets.z - h).norm(dim=1).mean()))
             factor, reach = post_norm_targets(model, layer, resid, st.outs, st.owner) if post else (resid, None)
-            adj, bare_rows = layer_adjoint(st, stats[layer], hp, layer)
+            adj, bare_rows = layer_adjoint(st, stats[layer], hp, layer, None if preserve is None else preserve[layer])
             out["key_match"][layer] = key_share(adj, st).tolist()
             delta = factor_product(factor, adj)
             w = model.mlp_out_matrix(layer)

@@ -75,7 +75,7 @@ def subject_last_index(model, text: str, subject_end: int) -> int:
     return len(model.encode(text[:subject_end], prepend_bos=False))
 
 
-def _fill(template: str, subject: str) -> tuple[str, int]:
+def fill_subject(template: str, subject: str) -> tuple[str, int]:
     """Text with the subject filled in, and the character index where the subject ends."""
     start = template.index("{}")
     return template[:start] + subject + template[start + 2:], start + len(subject)
@@ -100,12 +100,12 @@ def edit_batch(model, prompt, subject, target_ids, templates, kl_prompt, subject
     rows, subj, tpos = [], [], []
     T = len(target_ids)
     for tpl in templates:
-        text, end = _fill(tpl.replace("{}", prompt), subject)
+        text, end = fill_subject(tpl.replace("{}", prompt), subject)
         ids = model.encode(text, prepend_bos=True)
         subj.append(subject_token_index(model, text, end, len(subject), subject_token))
         tpos.append(list(range(len(ids) - 1, len(ids) - 1 + T)))
         rows.append(ids + target_ids[:-1])
-    text, end = _fill(kl_prompt, subject)
+    text, end = fill_subject(kl_prompt, subject)
     ids = model.encode(text, prepend_bos=True)
     subj.append(subject_token_index(model, text, end, len(subject), subject_token))
     rows.append(ids)

@@ -41,6 +41,12 @@ IOI = "When Mary and John went to the store, John gave a drink to"
 FRANCE_LIKE = ("France", "French", "Paris")
 
 
+def records(frame, cols) -> list[dict]:
+    """Rows as dicts, the node's indices as ints (the nodes frame holds them as floats beside its NaNs)."""
+    return [{c: int(r[c]) if c in ("layer", "pos", "feature") else r[c] for c in cols}
+            for r in frame[cols].to_dict("records")]
+
+
 def centred_logit(model, tc, toks, token, edits=()) -> float:
     """The real model's logit of ``token`` minus the mean logit, with the feature edits applied (errors kept)."""
     with torch.no_grad(), interp.features.intervene(model, tc, list(edits)):
@@ -68,7 +74,7 @@ def eiffel(model, tc, g) -> dict:
         return [f"L{int(i) // v.shape[1]} {tokens[int(i) % v.shape[1]]!r}" for i in v.flatten().topk(5).indices]
 
     return {"summary": g.summary(), "scores": g.scores,
-            "top10": top[["layer", "pos", "token", "feature", "activation", "influence"]].to_dict("records"),
+            "top10": records(top, ["layer", "pos", "token", "feature", "activation", "influence"]),
             "predicted": predicted, "measured": measured,
             "sign_agreement": sum((a > 0) == (b > 0) for a, b in zip(predicted, measured)),
             "spearman": spearman(predicted, measured),
@@ -96,7 +102,7 @@ def ioi(model, tc) -> dict:
     top = g.predicted_ablation().head(8)
     return {"summary": g.summary(), "scores": g.scores,
             "share_by_position": [{"pos": int(p), "token": t, "share": float(s)} for (p, t), s in share.items()],
-            "top8": top[["layer", "pos", "token", "feature", "activation", "influence", "predicted"]].to_dict("records")}
+            "top8": records(top, ["layer", "pos", "token", "feature", "activation", "influence", "predicted"])}
 
 
 def swap(model, tc, g) -> dict:

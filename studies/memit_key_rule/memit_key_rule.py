@@ -61,6 +61,7 @@ from interp.editing.memit_solve import (
     spread,
     subject_rounds,
 )
+from interp.editing.preserve import preserve_terms
 from interp.editing.vstar import context_templates
 from interp.editing.vstar import edit_batch
 from interp.editing.eval.run import batch_prompts
@@ -69,7 +70,8 @@ from interp.editing.eval.scale import aggregate_scores, record_scores
 OUT = Path(__file__).with_name("memit_key_rule.json")
 WORK = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "interp" / "memit_key_rule"
 # hyperparameters the targets do not use
-SPREAD_ONLY = ("mom2_update_weight", "key_spread_weight", "mom2_ridge", "bare_key_weight", "bare_key_when")
+SPREAD_ONLY = ("mom2_update_weight", "key_spread_weight", "mom2_ridge", "bare_key_weight", "bare_key_when",
+               "preserve_weight", "preserve_count", "preserve_select")
 
 
 def target_hparams(hp: dict) -> dict:
@@ -174,16 +176,19 @@ def run_compare(args) -> None:
     betas = [float(b) for b in args.betas.split(",")]
     lambdas = [float(w) for w in args.lambdas.split(",")]
     gammas = [float(g) for g in args.gammas.split(",")]
+    mus = [float(u) for u in args.preserve_weights.split(",")]
     unedited = record_scores(model, facts)
     bare0 = bare_residuals(model, tg)
     runs = []
-    grid = ((n, lam, beta, g) for n in sizes for lam in lambdas for beta in betas for g in gammas)
-    for n, lam, beta, gamma in grid:
+    grid = ((n, lam, beta, g, mu) for n in sizes for lam in lambdas for beta in betas for g in gammas for mu in mus)
+    for n, lam, beta, gamma, mu in grid:
         t0 = time.perf_counter()
         hp = MemitHparams.make(key_spread_weight=beta, mom2_update_weight=lam, bare_key_weight=gamma,
-                               bare_key_when=args.bare_when)
+                               bare_key_when=args.bare_when, preserve_weight=mu, preserve_count=args.preserve_count,
+                               preserve_select=args.preserve_select)
         part = subset(tg, n)
-        res = spread(model, part, layers, stats, hp)
+        res = spread(model, part, layers, stats, hp,
+                     preserve=preserve_terms(model, part.requests, layers, hp, part.templates))
         try:
             rows = record_scores(model, facts[:n], [batch_prompts(facts[:n])] * n)  # the batch's own: apart
             moved = bare_residuals(model, part) - bare0[:n]
@@ -201,13 +206,14 @@ def run_compare(args) -> None:
             r.update(case_id=f.case_id, relation=f.relation, subject_first=f.prompt.startswith("{}"), key_match=m,
                      bare_reach=None if info["answered"] else q)
         run = {"n": n, "key_spread_weight": beta, "mom2_update_weight": lam, "bare_key_weight": gamma,
-               "bare_key_when": args.bare_when, "bare_rows": {str(l): v["bare_rows"] for l, v in res["norms"].items()},
+               "bare_key_when": args.bare_when, "preserve_weight": mu, "preserve_count": args.preserve_count,
+               "preserve_select": args.preserve_select, "bare_rows": {str(l): v["bare_rows"] for l, v in res["norms"].items()},
                "aggregates": aggregate(rows, facts[:n]),
                "relative_update": {str(l): v["relative_update"] for l, v in res["norms"].items()},
                "seconds": time.perf_counter() - t0, "rows": rows}
         runs.append(run)
         a = run["aggregates"]
-        print(f"n={n} λ={lam:g} β={beta:g} γ={gamma:g} ({args.bare_when}): ES {a['efficacy_score']['mean']:.1f} PS {a['paraphrase_score']['mean']:.1f} "
+        print(f"n={n} λ={lam:g} β={beta:g} γ={gamma:g} ({args.bare_when}) μ={mu:g}: ES {a['efficacy_score']['mean']:.1f} PS {a['paraphrase_score']['mean']:.1f} "
               f"NS {a['neighborhood_score']['mean']:.1f} HM {a['harmonic_mean']:.1f} | strict "
               f"{a['efficacy_acc']['mean']:.1f}/{a['paraphrase_acc']['mean']:.1f}/"
               f"{a['neighborhood_acc']['mean']:.1f} | subject-first fails "
@@ -225,6 +231,8 @@ def run_compare(args) -> None:
            "command": "OMP_NUM_THREADS=1 .venv/bin/python studies/memit_key_rule/memit_key_rule.py targets "
                       f"--part P --parts 2 (P = 0, 1, side by side); ... compare --n {args.n} --betas {args.betas} --lambdas {args.lambdas}"
                       f" --gammas {args.gammas} --bare-when {args.bare_when}"
+                      + (f" --preserve-weights {args.preserve_weights} --preserve-count {args.preserve_count}"
+                         f" --preserve-select {args.preserve_select}" if args.preserve_weights != "0" else "")
                       + (f" --records {args.records}" if args.records else "")
                       + (f" --split {args.split}" if args.split != "dev" else "")
                       + (f" --limit {args.limit}" if args.limit else ""),
@@ -237,7 +245,8 @@ def choose(runs: list[dict], n_all: int) -> dict | None:
     """The run the choice rule picks (module docstring) among those with all dev facts at once."""
     full = [r for r in runs if r["n"] == n_all]
     return max(full, key=lambda r: (round(r["aggregates"]["harmonic_mean"], 6), -r["key_spread_weight"],
-                                    -r.get("bare_key_weight", 0.0), r["mom2_update_weight"])) if full else None
+                                    -r.get("bare_key_weight", 0.0), -r.get("preserve_weight", 0.0),
+                                    r["mom2_update_weight"])) if full else None
 
 
 def run_merge(args) -> None:
@@ -255,7 +264,9 @@ def run_merge(args) -> None:
            + " ".join(args.files), "chosen_key_spread_weight": chosen["key_spread_weight"],
            "chosen_mom2_update_weight": chosen["mom2_update_weight"],
            "chosen_bare_key_weight": chosen.get("bare_key_weight", 0.0),
-           "chosen_bare_key_when": chosen.get("bare_key_when")}
+           "chosen_bare_key_when": chosen.get("bare_key_when"),
+           "chosen_preserve_weight": chosen.get("preserve_weight", 0.0),
+           "chosen_preserve_select": chosen.get("preserve_select", "first") if chosen.get("preserve_weight") else None}
     Path(args.out).write_text(json.dumps(out, indent=1))
     for r in sorted(runs, key=lambda r: (r["n"], r["mom2_update_weight"], r["key_spread_weight"],
                                          r.get("bare_key_weight", 0.0))):
@@ -263,7 +274,8 @@ def run_merge(args) -> None:
         print(f"n={r['n']} λ={r['mom2_update_weight']:g} β={r['key_spread_weight']:g} "
               f"γ={r.get('bare_key_weight', 0.0):g} ({r.get('bare_key_when', '-')}): HM {a['harmonic_mean']:.2f}")
     print(f"chosen β = {out['chosen_key_spread_weight']}, λ = {out['chosen_mom2_update_weight']}, "
-          f"γ = {out['chosen_bare_key_weight']} ({out['chosen_bare_key_when']}) -> {args.out}")
+          f"γ = {out['chosen_bare_key_weight']} ({out['chosen_bare_key_when']}), μ = {out['chosen_preserve_weight']} "
+          f"({out['chosen_preserve_select']}) -> {args.out}")
 
 
 def main() -> None:
@@ -279,6 +291,9 @@ def main() -> None:
                    help="comma-separated mom2_update_weight (λ) values")
     c.add_argument("--gammas", default="0", help="comma-separated bare_key_weight (γ) values")
     c.add_argument("--bare-when", default="mismatch", choices=["mismatch", "always"], help="bare_key_when")
+    c.add_argument("--preserve-weights", default="0", help="comma-separated preserve_weight (μ) values")
+    c.add_argument("--preserve-count", type=int, default=MemitHparams.preserve_count, help="preserve_count")
+    c.add_argument("--preserve-select", default="first", choices=["first", "nearest"], help="preserve_select")
     c.add_argument("--out", default=str(OUT))
     m = sub.add_parser("merge", help="join several compare outputs and apply the choice rule")
     m.add_argument("files", nargs="+")

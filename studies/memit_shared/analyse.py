@@ -16,9 +16,17 @@ before, with a 95% interval (``interp.editing.eval.report.mean_ci``, normal) and
 
 The same records edited one at a time and in one batch: NS over unedited neighbours by how many other facts of the
 batch share the fact's (relation, true → new) pair, and that count's correlation with what batching changed.
+
+    .venv/bin/python studies/memit_shared/analyse.py --runs STUDY.json [STUDY.json ...] [--relation religion]
+
+The runs of ``memit_key_rule.py compare`` outputs (one line per batch size and setting): success-form ES, PS, NS,
+NS over unedited neighbours, their harmonic mean (ES, PS, NS: the study's rule), the strict forms, and the same
+over one relation's facts of the batch with ``--relation``.
 """
 
+import json
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -78,6 +86,25 @@ def paired(before: str, after: str) -> pd.DataFrame:
     return pd.DataFrame(rows).T
 
 
+def runs_table(paths: list, relation: str | None = None) -> pd.DataFrame:
+    out = []
+    for path in paths:
+        for run in json.loads(Path(path).read_text())["runs"]:
+            rows = [r for r in run["rows"] if relation is None or r["relation"] == relation]
+            mean = lambda k: 100 * sum(r[k] for r in rows if r.get(k) is not None) / max(
+                1, sum(r.get(k) is not None for r in rows))
+            es, ps, ns = (mean(f"{s}_score") for s in ("efficacy", "paraphrase", "neighborhood"))
+            out.append({"n": run["n"], "facts": len(rows), "λ": run["mom2_update_weight"],
+                        "γ": run.get("bare_key_weight", 0.0), "μ": run.get("preserve_weight", 0.0),
+                        "preserved": (f"{run.get('preserve_select', 'first')} {run['preserve_count']}"
+                                      if run.get("preserve_weight") else "-"),
+                        "ES": es, "PS": ps, "NS": ns, "NS unedited": mean("neighborhood_unedited_score"),
+                        "HM": 3 / sum(1 / max(v, 1e-9) for v in (es, ps, ns)),
+                        "strict ES": mean("efficacy_acc"), "strict PS": mean("paraphrase_acc"),
+                        "strict NS": mean("neighborhood_acc")})
+    return pd.DataFrame(out).sort_values(["n", "preserved", "λ", "μ"]).reset_index(drop=True)
+
+
 def by_pair(single: str, batched: str) -> tuple:
     """(table by the count of other batch facts sharing the fact's (relation, true, new) triple, the correlation
     of that count with batched − one-at-a-time NS unedited)."""
@@ -97,6 +124,12 @@ if __name__ == "__main__":
         print(table.round(1).to_string())
         print(f"correlation of the count with batched - one at a time: {r:.2f}")
         sys.exit()
+    if sys.argv[1] == "--runs":                  # analyse.py --runs STUDY.json ... [--relation R]
+        args = sys.argv[2:]
+        rel = args[args.index("--relation") + 1] if "--relation" in args else None
+        files = [a for i, a in enumerate(args) if a != "--relation" and (i == 0 or args[i - 1] != "--relation")]
+        print(runs_table(files, rel).round(1).to_string())
+        sys.exit(0)
     if sys.argv[1] == "--paired":                # analyse.py --paired BEFORE.csv AFTER.csv
         print(paired(sys.argv[2], sys.argv[3]).round(2).to_string())
         sys.exit()

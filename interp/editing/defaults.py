@@ -64,6 +64,8 @@ DEFAULTS = types.MappingProxyType({
         # neighbours flip too (study "rome_layer", its Gemma part).
         # FT-L's SmolLM2 constraint turns every write of a post-normed MLP: on Gemma it wrecked the neighbours and
         # the loss; the dev sweep's best harmonic mean is at a tenth of it (study "ft_norm_gemma").
+        # SmolLM2's bare-key row (γ 4) ties γ 0 here: no Gemma dev fact's bare prompt misses its key (study
+        # "memit_shared"), so γ stays 0.
         hparams={"rome": {"clamp_norm_factor": 1.0}, "ft": {"norm_constraint": 1e-3},
                  "memit": {"v_lr": 2.0, "mom2_update_weight": 5000.0}},
         studies={"layer": "rome_layer", "hparams.rome.clamp_norm_factor": "rome_layer",

@@ -50,7 +50,7 @@ from interp.core.hooks import capture
 from interp.core.inputs import pad_rows
 from interp.editing.eval.report import SCORES
 from interp.editing.facts import load_records
-from interp.editing.defaults import default_layers
+from interp.editing.defaults import default_layers, hparams_for
 from interp.editing.keys import layer_stats as memit_stats
 from interp.editing.memit_solve import (
     MemitHparams,
@@ -78,8 +78,9 @@ def target_hparams(hp: dict) -> dict:
     return {k: v for k, v in hp.items() if k not in SPREAD_ONLY}
 
 
-def dev_facts(limit: int | None = None, split: str = "dev", records_path: str | None = None) -> list:
-    records = load_records(records_path, split=split)
+def dev_facts(limit: int | None = None, split: str = "dev", records_path: str | None = None,
+              model: str | None = None) -> list:
+    records = load_records(records_path, split=split, model=model)
     return [records[i] for i in subject_rounds(records)[0]][:limit]
 
 
@@ -88,10 +89,10 @@ def part_path(work: Path, part: int, parts: int) -> Path:
 
 
 def run_targets(args) -> None:
-    model = interp.load(device="cpu")
-    hp = MemitHparams.make()
+    model = interp.load(args.model, device="cpu")
+    hp = hparams_for(model, MemitHparams, "memit")
     layers = default_layers(model)
-    facts = dev_facts(args.limit, args.split, args.records)
+    facts = dev_facts(args.limit, args.split, args.records, args.model)
     lo, hi = len(facts) * args.part // args.parts, len(facts) * (args.part + 1) // args.parts
     requests = as_requests(facts[lo:hi])
     templates = context_templates(model, seed=0, spec=hp.templates)
@@ -165,16 +166,16 @@ def aggregate(rows: list[dict], facts) -> dict:
 
 def run_compare(args) -> None:
     torch.set_num_threads(1)
-    model = interp.load(device="cpu")
-    facts = dev_facts(args.limit, args.split, args.records)
+    model = interp.load(args.model, device="cpu")
+    facts = dev_facts(args.limit, args.split, args.records, args.model)
     layers = default_layers(model)
-    base = MemitHparams.make()
+    base = hparams_for(model, MemitHparams, "memit")  # the model's row: its λ, v_lr (the grid overrides)
     stats = {l: second_moment(s, l, model.d_mlp) for l, s in memit_stats(model, layers, base.mom2_n_tokens).items()}
     tg, target_seconds = load_targets(model, facts, Path(args.work), base)
     digest = model.weights_digest()
     sizes = [len(facts) if s == "all" else int(s) for s in args.n.split(",")]
     betas = [float(b) for b in args.betas.split(",")]
-    lambdas = [float(w) for w in args.lambdas.split(",")]
+    lambdas = [float(w) for w in args.lambdas.split(",")] if args.lambdas else [base.mom2_update_weight]
     gammas = [float(g) for g in args.gammas.split(",")]
     mus = [float(u) for u in args.preserve_weights.split(",")]
     unedited = record_scores(model, facts)
@@ -183,7 +184,7 @@ def run_compare(args) -> None:
     grid = ((n, lam, beta, g, mu) for n in sizes for lam in lambdas for beta in betas for g in gammas for mu in mus)
     for n, lam, beta, gamma, mu in grid:
         t0 = time.perf_counter()
-        hp = MemitHparams.make(key_spread_weight=beta, mom2_update_weight=lam, bare_key_weight=gamma,
+        hp = hparams_for(model, MemitHparams, "memit", key_spread_weight=beta, mom2_update_weight=lam, bare_key_weight=gamma,
                                bare_key_when=args.bare_when, preserve_weight=mu, preserve_count=args.preserve_count,
                                preserve_select=args.preserve_select)
         part = subset(tg, n)
@@ -229,11 +230,13 @@ def run_compare(args) -> None:
            "layers": layers, "hparams": base.to_dict(), "target_seconds": target_seconds,
            "unedited": aggregate(unedited, facts),
            "command": "OMP_NUM_THREADS=1 .venv/bin/python studies/memit_key_rule/memit_key_rule.py targets "
-                      f"--part P --parts 2 (P = 0, 1, side by side); ... compare --n {args.n} --betas {args.betas} --lambdas {args.lambdas}"
-                      f" --gammas {args.gammas} --bare-when {args.bare_when}"
+                      f"--part P --parts 2 (P = 0, 1, side by side); ... compare --n {args.n} --betas {args.betas}"
+                      + (f" --lambdas {args.lambdas}" if args.lambdas else "")
+                      + f" --gammas {args.gammas} --bare-when {args.bare_when}"
                       + (f" --preserve-weights {args.preserve_weights} --preserve-count {args.preserve_count}"
                          f" --preserve-select {args.preserve_select}" if args.preserve_weights != "0" else "")
                       + (f" --records {args.records}" if args.records else "")
+                      + (f" --model {args.model}" if args.model else "")
                       + (f" --split {args.split}" if args.split != "dev" else "")
                       + (f" --limit {args.limit}" if args.limit else ""),
            "runs": runs}
@@ -287,7 +290,7 @@ def main() -> None:
     c = sub.add_parser("compare", help="spread and score every (N, β)")
     c.add_argument("--n", default="100,all", help="comma-separated batch sizes (the first N facts; 'all')")
     c.add_argument("--betas", default="0,4,16,64,256,1024", help="comma-separated key_spread_weight values")
-    c.add_argument("--lambdas", default=str(MemitHparams.mom2_update_weight),
+    c.add_argument("--lambdas", default=None,
                    help="comma-separated mom2_update_weight (λ) values")
     c.add_argument("--gammas", default="0", help="comma-separated bare_key_weight (γ) values")
     c.add_argument("--bare-when", default="mismatch", choices=["mismatch", "always"], help="bare_key_when")
@@ -304,9 +307,11 @@ def main() -> None:
         p.add_argument("--split", choices=["dev", "test"], default="dev",
                        help="test: only to check a choice already made on dev, never to make one")
         p.add_argument("--records", default=None, help="a records file (default: the model's own facts.jsonl)")
+        p.add_argument("--model", default=None, help="a model interp.load knows (default: the embedded SmolLM2)")
     args = ap.parse_args()
     if args.stage != "merge" and args.work == str(WORK):  # each records file and split keeps its own targets
-        parts = ([Path(args.records).stem] if args.records else []) + ([args.split] if args.split != "dev" else [])
+        parts = ([args.model] if args.model else []) + ([Path(args.records).stem] if args.records else []) + (
+            [args.split] if args.split != "dev" else [])
         args.work = str(WORK.joinpath(*parts))
     if args.stage == "targets":
         if not 0 <= args.part < args.parts:

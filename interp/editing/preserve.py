@@ -131,8 +131,11 @@ def preserve_terms(model, requests, layers, hp, templates, progress=None) -> dic
     prompts = [r["prompt"] for r in requests]
     if hp.preserve_select == "nearest":
         preserve_subjects(hp.preserve_count)                                          # checks the count
-        subjects = {p: nearest_subjects(model, p, [r["subject"] for r in requests if r["prompt"] == p],
-                                        hp.preserve_count, layers[-1]) for p in sorted(set(prompts))}
+        prefix = lambda p: p[: p.index("{}")]                     # prompts alike up to the subject share keys
+        near = {prefix(p): nearest_subjects(model, p, [r["subject"] for r in requests if prefix(r["prompt"]) ==
+                                                       prefix(p)], hp.preserve_count, layers[-1])
+                for p in sorted({prefix(q): q for q in prompts}.values())}
+        subjects = {p: near[prefix(p)] for p in prompts}
     else:
         subjects = preserve_subjects(hp.preserve_count, exclude=own)
     notify(progress, stage="preserve", subjects=hp.preserve_count, prompts=len(set(prompts)))

@@ -451,3 +451,35 @@ def test_gemma_transcoders_read_and_write_where_gemma_scope_does(gemma):
         for h in handles:
             h.remove()
     assert torch.equal(st[site.read], seen["in"].detach()) and torch.equal(st[site.write], seen["out"].detach())
+
+
+def test_bos_rows_start_every_row_with_bos_and_keep_the_stream(embedded):
+    """``bos_rows``: every row starts with BOS; without the BOS tokens the rows hold the plain rows' tokens in the
+    same order (nothing dropped or repeated); a resumed stream gives the same rows; the cache key of settings
+    without it is the key they had before the field existed, and differs with it."""
+    from dataclasses import asdict
+    import hashlib
+    import json
+
+    from interp.analyses.features.train import TrainSettings, transcoder_sites
+
+    bos = embedded.bos_token_id
+    plain_rows = [r for _, r in zip(range(12), token_rows(embedded, "dev", ctx=32))]
+    assert sum(int(r[0] != bos) for r in plain_rows) >= 5                    # plain rows do start mid-document
+    plain = torch.cat(plain_rows)
+    rows = [r for _, r in zip(range(12), token_rows(embedded, "dev", ctx=32, bos_rows=True))]
+    assert all(int(r[0]) == bos and len(r) == 32 for r in rows)
+    text = torch.cat(rows)
+    a, b = plain[plain != bos], text[text != bos]
+    assert torch.equal(a[: len(b)], b) and len(b) > 0.9 * len(a)
+    later = [r for _, r in zip(range(2), token_rows(embedded, "dev", ctx=32, start_row=4, bos_rows=True))]
+    assert torch.equal(rows[4], later[0]) and torch.equal(rows[5], later[1])
+    sites = transcoder_sites(embedded, [3])
+    s = TrainSettings()
+    old = {k: v for k, v in asdict(s).items() if k != "bos_rows"}
+    blob = json.dumps({"settings": old, "sites": {str(k): asdict(v) for k, v in sites.items()}}, sort_keys=True,
+                      default=str).encode()
+    assert s.key(sites).endswith(hashlib.sha256(blob).hexdigest()[:10])
+    assert TrainSettings(bos_rows=True).key(sites) != s.key(sites)
+    with pytest.raises(ValueError, match=r"bos_rows=1; allowed: True or False"):
+        TrainSettings(bos_rows=1).check(embedded.d_model)

@@ -34,7 +34,7 @@ from interp.core.provenance import provenance
 HERE = Path(__file__).parent
 
 
-def collect(model, tc, layers, tokens, seed=0):
+def collect(model, tc, layers, tokens, seed=0, bos_rows=False):
     """Per counted dev token and layer: |y − ȳ|² (after the mean is known), the transcoder's and the neuron
     baseline's squared errors, the largest single neuron's write and the token ids."""
     names = [n for L in layers for n in (tc[L].site.read, tc[L].site.write, f"blocks.{L}.mlp.hook_post")]
@@ -44,7 +44,7 @@ def collect(model, tc, layers, tokens, seed=0):
     top_neuron = {L: [] for L in layers}
     ids, where, seen = [], [], 0
     with torch.no_grad():
-        for toks in batches(model, "dev", rows=4, seed=seed):
+        for toks in batches(model, "dev", rows=4, seed=seed, bos_rows=bos_rows):
             if seen >= tokens:
                 break
             flat = counted(toks, model.bos_token_id).reshape(-1)
@@ -103,6 +103,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=40_000)
     ap.add_argument("--layers", default="10,11,12")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--bos-rows", action="store_true", help="rows that start with BOS (TrainSettings.bos_rows)")
     add_dictionary_options(ap)
     ap.add_argument("--out", default=str(HERE / "results.json"))
     args = ap.parse_args()
@@ -111,7 +112,7 @@ def main():
     model = interp.load()
     tc = dictionaries_for(args, model)      # --dictionaries FOLDER, else the cached defaults
     layers = [int(x) for x in args.layers.split(",")]
-    ys, err, err_n, tn, ids, where = collect(model, tc, layers, args.tokens)
+    ys, err, err_n, tn, ids, where = collect(model, tc, layers, args.tokens, bos_rows=args.bos_rows)
     doc = {"split": "dev", "dictionaries": tc.settings,
            "layers": {L: layer_report(model, ys[L], err[L], err_n[L], tn[L], ids, where) for L in layers}, **prov}
     Path(args.out).write_text(json.dumps(doc, indent=1))

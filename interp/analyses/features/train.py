@@ -72,6 +72,7 @@ class TrainSettings:
     init: str = "data"
     seed: int = 0
     sources: tuple = SOURCES
+    bos_rows: bool = False  # every row starts with BOS (data.py); no gain on dev (studies/features_layer11)
 
     def check(self, d_model: int) -> "TrainSettings":
         if self.init not in INITS:
@@ -82,6 +83,8 @@ class TrainSettings:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name}={v!r}; allowed: a positive integer")
+        if not isinstance(self.bos_rows, bool):
+            raise ValueError(f"bos_rows={self.bos_rows!r}; allowed: True or False")
         if self.k >= self.width:
             raise ValueError(f"k={self.k} with width={self.width}; allowed: 1 <= k < width")
         if self.lr is not None and not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
@@ -93,7 +96,10 @@ class TrainSettings:
         return self.lr if self.lr is not None else 2e-4 * math.sqrt(16384 / self.width)
 
     def key(self, sites: dict) -> str:
-        blob = json.dumps({"settings": asdict(self), "sites": {str(k): asdict(s) for k, s in sites.items()}},
+        settings = asdict(self)
+        if not self.bos_rows:  # the field came later: runs without it keep their cache keys
+            del settings["bos_rows"]
+        blob = json.dumps({"settings": settings, "sites": {str(k): asdict(s) for k, s in sites.items()}},
                           sort_keys=True, default=str).encode()
         kind = next(iter(sites.values())).kind
         return f"{kind}_w{self.width}_k{self.k}_{self.tokens}tok_seed{self.seed}_" \
@@ -224,7 +230,7 @@ def _train(model, sites: dict, settings: TrainSettings, cache, retrain, progress
     t0, seen0 = time.perf_counter(), run.seen
     try:
         for tokens in batches(model, "train", rows=settings.rows, seed=settings.seed, ctx=settings.ctx,
-                              sources=settings.sources, start_batch=run.batch):
+                              sources=settings.sources, start_batch=run.batch, bos_rows=settings.bos_rows):
             if run.seen >= settings.tokens:
                 break
             info = run.step_on(tokens)

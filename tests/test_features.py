@@ -239,6 +239,25 @@ def test_training_lowers_fvu_below_initialisation_on_tiny(tiny_llama):
     y, h = torch.cat(ys), torch.cat(yh)
     fvu = float((y - h).pow(2).sum() / (y - y.mean(0)).pow(2).sum())
     assert abs(fvu - row["fvu"]) < 1e-6 * max(1, fvu)
+    # dictionaries whose settings name BOS rows are scored on BOS rows: the same sum over those batches
+    from dataclasses import replace
+
+    qb = evaluate_transcoders(m, replace(ds, settings={**ds.settings, "bos_rows": True}), tokens=1500, ce_tokens=0,
+                              rows=2, ctx=64, split="dev", baselines=False, progress=False)
+    ys, yh, seen = [], [], 0
+    for toks in batches(m, "dev", rows=2, ctx=64, bos_rows=True):
+        if seen >= 1500:
+            break
+        assert bool((toks[:, 0] == m.bos_token_id).all())
+        mask = counted(toks, m.bos_token_id)
+        st, _ = capture(m, toks, [d.site.read, d.site.write], stop=True)
+        ys.append(st[d.site.write][mask].double())
+        yh.append(d(st[d.site.read][mask]).double().detach())
+        seen += int(mask.sum())
+    y, h = torch.cat(ys), torch.cat(yh)
+    fvu_b = float((y - h).pow(2).sum() / (y - y.mean(0)).pow(2).sum())
+    assert qb.settings["bos_rows"] is True and "bos_rows" not in q.settings
+    assert abs(fvu_b - qb.rows[0]["fvu"]) < 1e-6 * max(1, fvu_b) and fvu_b != fvu
     back = type(q).from_json(json.loads(json.dumps(q.to_json())))   # a stored run's quality.json, read back
     assert back.summary() == q.summary() and back.to_frame().equals(q.to_frame())
     with pytest.raises(ValueError, match="not a DictionaryQuality"):

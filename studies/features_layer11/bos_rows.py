@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -37,9 +38,9 @@ def run(args) -> dict:
                            progress=False)
     out = {"trained_with_bos_rows": bool(args.bos_rows), "tokens": args.tokens, "eval_tokens": args.eval_tokens,
            "train_seconds": time.perf_counter() - t0, "scored": {}}
-    for bos in (False, True):
-        q = evaluate_transcoders(model, ds, tokens=args.eval_tokens, ce_tokens=0, split="dev", bos_rows=bos,
-                                 progress=False)
+    for bos in (False, True):  # evaluate_transcoders reads the rows the settings name: scored both ways so
+        view = replace(ds, settings={**ds.settings, "bos_rows": bos})
+        q = evaluate_transcoders(model, view, tokens=args.eval_tokens, ce_tokens=0, split="dev", progress=False)
         out["scored"]["bos_rows" if bos else "plain_rows"] = {
             int(r["layer"]): {"fvu": r["fvu"], "fvu_neurons": r["fvu_neurons"], "fvu_init": r["fvu_init"],
                               "dead_frac": r["dead_frac"], "l0": r["l0"]} for r in q.rows}

@@ -133,12 +133,11 @@ def _ce(model, resid_final, tokens, mask) -> tuple[float, int, torch.Tensor]:
 
 def evaluate_transcoders(model, dictionaries: DictionarySet, *, tokens: int = 200_000, ce_tokens: int = 8192,
                          rows: int = 4, ctx: int = 256, split: str = "heldout", seed: int = 0,
-                         baselines: bool = True, progress: bool = True, bos_rows: bool = False) -> DictionaryQuality:
-    """The quality table (see the module docstring): FVU, L0 and dead latents over ``tokens`` counted tokens of
-    ``split``; cross-entropy figures over the first ``ce_tokens`` of them (rounded up to a whole row). ``bos_rows``:
-    rows that start with BOS (:mod:`.data`)."""
+                         baselines: bool = True, progress: bool = True) -> DictionaryQuality:
+    """The quality table (module docstring): FVU, L0, dead latents over ``tokens`` counted tokens of ``split`` (rows as
+    trained: ``bos_rows``); cross-entropy figures over the first ``ce_tokens`` of them (rounded up to a whole row)."""
     dictionaries.check(model)
-    layers = [L for L in dictionaries.layers]
+    layers, bos = [L for L in dictionaries.layers], bool(dictionaries.settings.get("bos_rows"))
     dicts = {L: dictionaries[L].eval() for L in layers}
     if any(d.kind != "transcoder" for d in dicts.values()):
         raise ValueError("evaluate_transcoders takes transcoders (an SAE has no quality table here yet)")
@@ -156,7 +155,7 @@ def evaluate_transcoders(model, dictionaries: DictionarySet, *, tokens: int = 20
     pbar = bar(total=tokens, desc="evaluate transcoders", enabled=progress, unit="tok")
     with torch.no_grad():
         # pass 1: reconstruction, L0, dead latents (forward stopped at the last layer), and each MLP write's mean
-        for toks in batches(model, split, rows=rows, seed=seed, ctx=ctx, bos_rows=bos_rows):
+        for toks in batches(model, split, rows=rows, seed=seed, ctx=ctx, bos_rows=bos):
             if seen >= tokens:
                 break
             flat = counted(toks, model.bos_token_id).reshape(-1)
@@ -182,7 +181,7 @@ def evaluate_transcoders(model, dictionaries: DictionarySet, *, tokens: int = 20
         ce_seen = 0
         resid_names = [f"blocks.{L}.hook_resid_pre" for L in layers]
         budget = min(ce_tokens, seen)
-        for toks in batches(model, split, rows=rows, seed=seed, ctx=ctx, bos_rows=bos_rows):
+        for toks in batches(model, split, rows=rows, seed=seed, ctx=ctx, bos_rows=bos):
             if ce_seen >= budget:
                 break
             toks = toks[: -(-(budget - ce_seen) // (ctx - 1))]  # only the rows the budget needs: 4 x n_layers runs each
@@ -210,7 +209,7 @@ def evaluate_transcoders(model, dictionaries: DictionarySet, *, tokens: int = 20
     stack = {"top1_agreement": agree[0] / agree[1] if agree[1] else nan, "positions": agree[1],
              "ce_clean": c.get("clean", nan), "ce_all_replaced": c.get("all", nan)}
     settings = {"tokens": seen, "ce_tokens": ce.get("clean", (0, 0))[1], "split": split, "seed": seed, "rows": rows, "ctx": ctx,
-                **({"bos_rows": True} if bos_rows else {}), "dictionaries": dictionaries.settings}
+                **({"bos_rows": True} if bos else {}), "dictionaries": dictionaries.settings}
     return DictionaryQuality(rows_out, stack, settings, means)
 
 

@@ -260,6 +260,18 @@ class States:
     owner: torch.Tensor | None = None
 
 
+def read_at(model, rows: list, pos: list, names: list, chunk: int, description: str):
+    """Per chunk of ``rows`` (token-id lists, each read at its position ``pos``): ``{name: [chunk, d]}`` float64
+    of every hook in ``names`` at that position, the forward stopped after the last hook."""
+    for s in range(0, len(rows), chunk):
+        toks, _ = pad_rows(model, rows[s: s + chunk])
+        r_idx, p_idx = torch.arange(toks.shape[0]), torch.tensor(pos[s: s + chunk])
+        store, _ = capture(model, toks, names, stop=True, description=description,
+                           keep=lambda n, t, r=r_idx, p=p_idx: t.detach()[r.to(t.device), p.to(t.device)]
+                           .to("cpu", torch.float64))
+        yield store
+
+
 def subject_states(model, batches: list, layer: int, z_layer: int, *, with_spread: bool = False,
                    with_outputs: bool = False, chunk: int = 64) -> States:
     """:class:`States` at ``layer`` (keys; with ``with_outputs`` the MLP output before its post-norm too) and
@@ -276,12 +288,7 @@ def subject_states(model, batches: list, layer: int, z_layer: int, *, with_sprea
     if with_outputs:
         names.append(arch.pre_norm_hook(model, layer, "mlp"))
     parts: dict[str, list] = {n: [] for n in names}
-    for s in range(0, len(rows), chunk):
-        toks, _ = pad_rows(model, rows[s: s + chunk])
-        r_idx, p_idx = torch.arange(toks.shape[0]), torch.tensor(pos[s: s + chunk])
-        store, _ = capture(model, toks, names, stop=True, description="memit keys",
-                           keep=lambda n, t, r=r_idx, p=p_idx: t.detach()[r.to(t.device), p.to(t.device)]
-                           .to("cpu", torch.float64))
+    for store in read_at(model, rows, pos, names, chunk, "memit keys"):
         for n in names:
             parts[n].append(store[n])
     owner_t = torch.tensor(owner)

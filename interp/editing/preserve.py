@@ -28,9 +28,8 @@ from pathlib import Path
 import torch
 
 from ..core.caches import model_cache
-from ..core.hooks import capture
-from ..core.inputs import pad_rows
 from .base import notify
+from .memit_solve import read_at
 from .vstar import fill_subject, subject_token_index
 
 SUBJECTS_FILE = Path(__file__).with_name("records") / "preserve_subjects.json"
@@ -111,12 +110,7 @@ def _key_chunks(model, prefix, subjects, layers, templates, chunk):
             rows.append(model.encode(text, prepend_bos=True)[: p + 1])   # nothing after the subject reaches it
             pos.append(p)
     names = [f"blocks.{l}.mlp.hook_post" for l in layers]
-    for s in range(0, len(rows), chunk):
-        toks, _ = pad_rows(model, rows[s: s + chunk])
-        r_idx, p_idx = torch.arange(toks.shape[0]), torch.tensor(pos[s: s + chunk])
-        store, _ = capture(model, toks, names, stop=True, description="memit preserved keys",
-                           keep=lambda n, t, r=r_idx, p=p_idx: t.detach()[r.to(t.device), p.to(t.device)]
-                           .to("cpu", torch.float64))
+    for store in read_at(model, rows, pos, names, chunk, "memit preserved keys"):
         yield {l: store[n] for l, n in zip(layers, names)}
 
 

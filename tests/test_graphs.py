@@ -222,6 +222,35 @@ def test_predicted_ablation_follows_every_path_by_hand():
         g.predicted_ablation(logit=1)
 
 
+def test_predicted_ablation_against_another_logit_is_the_contrast_by_hand():
+    import pandas as pd
+
+    from interp.analyses.graphs import AttributionGraph
+
+    # the chain with a second logit: f1 -> logit2 (2 per unit), f0 -> logit2 (-1 per unit, direct)
+    A1, kinds1 = _chain()
+    A = torch.zeros(8, 8)
+    A[:7, :7] = A1
+    A[7, 1] = 2.0
+    A[7, 0] = -2.0          # f0 (a = 2) adds -2: -1 per unit
+    kinds = np.array([*kinds1, "logit"])
+    acts = [2.0, 1.0, 0.01, 1.0, 1.0, 1.0, 3.0, 0.0]
+    nodes = pd.DataFrame({"kind": kinds, "layer": [0, 1, 1, 1, None, None, None, None],
+                          "pos": [0, 1, 1, 1, 0, 1, 1, 1], "feature": [0, 1, 2, None, None, None, 9, 8],
+                          "token": ["a", "b", "b", "b", "a", "b", "x", "y"], "activation": acts,
+                          "influence": [0.375, 0.75, 0.0, 0.25, 0.375, 0.375, 0.0, 0.0]})
+    g = AttributionGraph(nodes, A, torch.tensor([0.6, 0.4]), ["a", "b"], {})
+    on = {k: g.predicted_ablation(k).set_index("feature")["predicted"] for k in (0, 1)}
+    # logit 2 by hand: f1 removes 2; f0 removes its direct -2 and, through f1 (1/2 per unit, a = 2), 2: 0
+    assert on[1][1] == pytest.approx(-2.0) and on[1][0] == pytest.approx(0.0) and on[1][2] == 0
+    vs = g.predicted_ablation(0, against=1).set_index("feature")["predicted"]
+    assert vs[1] == pytest.approx(-3.0 + 2.0) and vs[0] == pytest.approx(-3.0 - 0.0) and vs[2] == 0
+    for bad, match in (({"against": 0}, "against=0 is the logit itself"), ({"against": 2}, "against=2"),
+                       ({"against": "1"}, "against='1'")):
+        with pytest.raises(ValueError, match=match):
+            g.predicted_ablation(0, **bad)
+
+
 def test_pruning_keeps_the_influential_and_drops_the_dangling():
     A, kinds = _chain()
     node_mask, edge_mask, inf = prune(A, kinds, torch.tensor([1.0]), node_threshold=0.8, edge_threshold=0.98)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ...core.inputs import decode
+from ...core.inputs import check_int, decode
 from ...core.results import Result, new_figure, save_fig
 from .replacement import LocalReplacement
 
@@ -66,22 +66,28 @@ class AttributionGraph(Result):
         t, s = mask.nonzero(as_tuple=True)
         return pd.DataFrame({"target": t.numpy(), "source": s.numpy(), "weight": A[t, s].numpy()})
 
-    def predicted_ablation(self, logit: int = 0):
+    def predicted_ablation(self, logit: int = 0, *, against: int | None = None):
         """The graph's prediction of ablating each feature on its own: the change of logit node ``logit`` (its
         logit minus the mean logit) when the feature is set to 0 in the local replacement model, through every
         path (``-a_s * T_s`` with ``T = j + Jᵀ T``: ``j`` the direct edges into the logit and ``J[t, s] = A[t, s] /
-        a_s`` those between features, each divided by its source's activation). -> the feature nodes' frame with a
+        a_s`` those between features, each divided by its source's activation). ``against``: another logit
+        node; then the change of the difference logit[logit] − logit[against] (the effect is linear in ``j``, so
+        the contrast's direct edges are the two rows' difference). -> the feature nodes' frame with a
         ``predicted`` column, largest influence first. Compare with ``interp.features.intervene`` on the real
         model, whose attention, norms and TopK selections are not frozen."""
         n = self.nodes
         feat = self.kinds("feature")
         logits = self.kinds("logit").nonzero().flatten()
-        if not 0 <= logit < len(logits):
-            raise ValueError(f"logit={logit}; allowed: 0..{len(logits) - 1} (the graph's logit nodes)")
+        logit = check_int("logit", logit, 0, len(logits) - 1)
+        against = check_int("against", against, 0, len(logits) - 1, allow_none=True)
+        if against == logit:
+            raise ValueError(f"against={against} is the logit itself; allowed: another of 0..{len(logits) - 1}")
         A = self.adjacency.double()
         acts = torch.tensor(n["activation"].to_numpy(), dtype=torch.float64)[feat]
         J = A[feat][:, feat] / acts[None, :]                                   # d pre_t / d a_s, direct
         j = A[int(logits[logit]), feat] / acts
+        if against is not None:
+            j = j - A[int(logits[against]), feat] / acts
         total = torch.linalg.solve((torch.eye(len(acts), dtype=torch.float64) - J).T, j)
         out = n[n["kind"] == "feature"].copy()
         out["predicted"] = (-total * acts).numpy()
@@ -213,7 +219,6 @@ def attribution_graph(model, transcoders, text, *, targets=None, settings: Graph
     ``settings`` or keywords."""
     from dataclasses import fields, replace
 
-    from ...core.inputs import check_int
     from .prune import graph_scores, prune
 
     known = {f.name for f in fields(GraphSettings)}

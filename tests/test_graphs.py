@@ -117,6 +117,65 @@ def test_edges_sum_to_each_pre_activation_and_equal_the_explicit_jacobian(tiny_l
     assert m.attached_hook_count() == 0
 
 
+def test_contributions_equal_removing_a_node_with_downstream_features_following(tiny_llama):
+    """Independent of the graph's solve: remove one node's write from the frozen forward, then, layer by layer,
+    let every active feature's activation follow its new pre-activation (the TopK choice frozen, as the local
+    replacement model has it) and read logit 0 minus logit 1."""
+    m = tiny_llama
+    tc = _transcoders(m, range(m.n_layers))
+    g = attribution_graph(m, tc, TEXT, max_logits=2)
+    lrm = LocalReplacement(m, tc, TEXT)
+    nodes = g.nodes
+    logit_ids = [int(x) for x in nodes[nodes["kind"] == "logit"]["feature"]]
+    feats = nodes[nodes["kind"] == "feature"]
+    n_pos, d = lrm.n_pos, m.d_model
+    by_layer = {L: [("feature", int(r.layer), int(r.pos), int(r.feature)) for r in feats.itertuples()
+                    if r.layer == L] for L in range(m.n_layers)}
+
+    def write(L, f, pos, a):
+        dd = lrm.dicts[L]
+        return _at(n_pos, pos, a * dd.W_dec[f].float() * dd.out_scale.float())
+
+    def contrast_after_removing(r):
+        taps = {"embed": torch.zeros(1, n_pos, d), **{L: torch.zeros(1, n_pos, d) for L in range(m.n_layers)}}
+        if r.kind == "embedding":
+            taps["embed"] = -_at(n_pos, int(r.pos), lrm.embed[int(r.pos)])
+        elif r.kind == "error":
+            taps[int(r.layer)] = -_at(n_pos, int(r.pos), lrm.error[int(r.layer)][int(r.pos)])
+        removed = ("feature", int(r.layer), int(r.pos), int(r.feature)) if r.kind == "feature" else None
+        for L in range(m.n_layers):
+            rows = by_layer[L]
+            if rows:
+                delta = _frozen_targets(lrm, rows, taps) - _frozen_targets(lrm, rows, {})
+                for (_, _, pos, f), dv in zip(rows, delta):
+                    taps[L] = taps[L] + write(L, f, pos, float(dv))
+            if removed is not None and removed[1] == L:
+                a = float(r.activation)
+                taps[L] = taps[L] + write(L, removed[3], removed[2], -a)
+        v = _frozen_targets(lrm, [("logit", t) for t in logit_ids], taps)
+        return float(v[0] - v[1])
+
+    with torch.no_grad():
+        base = _frozen_targets(lrm, [("logit", t) for t in logit_ids], {})
+    base = float(base[0] - base[1])
+    c = g.contributions(0, against=1)
+    pred = g.predicted_ablation(0, against=1)
+    gen = torch.Generator().manual_seed(0)
+    picks = []
+    for kind in ("feature", "error", "embedding"):
+        idx = c.index[c["kind"] == kind]
+        picks += [idx[int(i)] for i in torch.randperm(len(idx), generator=gen)[:3]]
+    for i in picks:
+        r = c.loc[i]
+        with torch.no_grad():
+            measured = contrast_after_removing(r) - base
+        assert measured == pytest.approx(-float(r["contribution"]), rel=1e-3, abs=1e-4), (r["kind"], i)
+        if r["kind"] == "feature":
+            assert float(pred.loc[i, "predicted"]) == pytest.approx(-float(r["contribution"]), rel=1e-9, abs=1e-9)
+    assert (c.loc[c["kind"] == "logit", "contribution"] == 0).all()
+    assert m.attached_hook_count() == 0
+
+
 def _at(n_pos, pos, vec):
     t = torch.zeros(1, n_pos, vec.shape[-1])
     t[0, pos] = vec

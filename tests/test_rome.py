@@ -407,7 +407,7 @@ def test_model_edited_reverts_after_an_exception(tiny, tmp_path):
     (dict(v_lr=float("inf")), r"v_lr=inf; allowed: a finite number > 0"),
     (dict(not_a_param=1), "unknown ROME hyperparameter"),
     (dict(key_rule="all"), "key_rule"),
-    (dict(max_loss_rise=-1), r"max_loss_rise=-1; allowed: >= 0"),
+    (dict(max_loss_rise=-1), r"max_loss_rise=-1; allowed: a finite number >= 0"),
 ])
 def test_bad_input_is_refused_and_changes_nothing(tiny, kwargs, match):
     model, stats = tiny

@@ -62,11 +62,13 @@ def check_positive(obj, *names: str) -> None:
             raise ValueError(f"{name}={value!r}; allowed: a finite number > 0")
 
 
-def check_non_negative(obj, *names: str) -> None:
+def check_non_negative(obj, *names: str, zero_means: dict | None = None) -> None:
+    """``zero_means``: ``{name: what 0 does}``, added to the error so the reader knows 0 switches it off."""
     for name in names:
         value = getattr(obj, name)
         if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0 <= value < math.inf):
-            raise ValueError(f"{name}={value!r}; allowed: >= 0 and finite")
+            hint = f" (0: {zero_means[name]})" if zero_means and name in zero_means else ""
+            raise ValueError(f"{name}={value!r}; allowed: a finite number >= 0{hint}")
 
 
 def check_count(obj, *names: str, minimum: int = 1) -> None:
@@ -164,16 +166,10 @@ class MemitHparams(VStarHparams):
     def check(self) -> None:
         super().check()
         check_positive(self, "mom2_update_weight")
-        b = self.key_spread_weight
-        if isinstance(b, bool) or not (isinstance(b, (int, float)) and 0 <= b < math.inf):
-            raise ValueError(f"key_spread_weight={b!r}; allowed: a finite number >= 0 (0: the template-mean keys "
-                             "alone)")
-        g = self.bare_key_weight
-        if isinstance(g, bool) or not (isinstance(g, (int, float)) and 0 <= g < math.inf):
-            raise ValueError(f"bare_key_weight={g!r}; allowed: a finite number >= 0 (0: no bare-key row)")
-        m = self.preserve_weight
-        if isinstance(m, bool) or not (isinstance(m, (int, float)) and 0 <= m < math.inf):
-            raise ValueError(f"preserve_weight={m!r}; allowed: a finite number >= 0 (0: no preserved subject keys)")
+        check_non_negative(self, "key_spread_weight", "bare_key_weight", "preserve_weight",
+                           zero_means={"key_spread_weight": "the template-mean keys alone",
+                                       "bare_key_weight": "no bare-key row",
+                                       "preserve_weight": "no preserved subject keys"})
         check_count(self, "preserve_count")
         if self.preserve_select not in PRESERVE_SELECT:
             raise ValueError(f"preserve_select={self.preserve_select!r}; allowed: "

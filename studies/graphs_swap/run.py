@@ -47,7 +47,7 @@ def wilson(wins: int, n: int, z: float = 1.96) -> list:
     p = wins / n
     c = (p + z * z / (2 * n)) / (1 + z * z / n)
     h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [round(100 * (c - h), 1), round(100 * (c + h), 1)]
+    return [max(0.0, round(100 * (c - h), 1)), min(100.0, round(100 * (c + h), 1))]
 
 
 def known_pairs(model, split: str, n: int, seed: int):

@@ -75,7 +75,26 @@ class AttributionGraph(Result):
         the contrast's direct edges are the two rows' difference). -> the feature nodes' frame with a
         ``predicted`` column, largest influence first. Compare with ``interp.features.intervene`` on the real
         model, whose attention, norms and TopK selections are not frozen."""
-        n = self.nodes
+        feat, acts, total, _ = self._total_effects(logit, against)
+        out = self.nodes[self.nodes["kind"] == "feature"].copy()
+        out["predicted"] = (-total * acts).numpy()
+        return out.sort_values("influence", ascending=False)
+
+    def contributions(self, logit: int = 0, *, against: int | None = None):
+        """Every node's total contribution to logit node ``logit`` (minus ``against``, as in
+        :meth:`predicted_ablation`) in the local replacement model: its direct edge plus its edges into features
+        times those features' total effects ``T``. A feature's is minus its predicted ablation; an error or
+        embedding node's is what removing its write would change, its paths through features included. ->
+        the nodes frame with a ``contribution`` column (0 at the logit nodes)."""
+        feat, _, total, row = self._total_effects(logit, against)
+        c = row + total @ self.adjacency.double()[feat]
+        c[self.kinds("logit")] = 0.0
+        out = self.nodes.copy()
+        out["contribution"] = c.numpy()
+        return out
+
+    def _total_effects(self, logit, against):
+        """(feature mask, their activations, ``T`` over features, the logit (contrast) row of the adjacency)."""
         feat = self.kinds("feature")
         logits = self.kinds("logit").nonzero().flatten()
         logit = check_int("logit", logit, 0, len(logits) - 1)
@@ -83,15 +102,11 @@ class AttributionGraph(Result):
         if against == logit:
             raise ValueError(f"against={against} is the logit itself; allowed: another of 0..{len(logits) - 1}")
         A = self.adjacency.double()
-        acts = torch.tensor(n["activation"].to_numpy(), dtype=torch.float64)[feat]
+        acts = torch.tensor(self.nodes["activation"].to_numpy(), dtype=torch.float64)[feat]
+        row = A[int(logits[logit])] - (A[int(logits[against])] if against is not None else 0.0)
         J = A[feat][:, feat] / acts[None, :]                                   # d pre_t / d a_s, direct
-        j = A[int(logits[logit]), feat] / acts
-        if against is not None:
-            j = j - A[int(logits[against]), feat] / acts
-        total = torch.linalg.solve((torch.eye(len(acts), dtype=torch.float64) - J).T, j)
-        out = n[n["kind"] == "feature"].copy()
-        out["predicted"] = (-total * acts).numpy()
-        return out.sort_values("influence", ascending=False)
+        total = torch.linalg.solve((torch.eye(len(acts), dtype=torch.float64) - J).T, row[feat] / acts)
+        return feat, acts, total, row
 
     def view(self, cards: dict | None = None):
         """The interactive pruned graph; ``cards``: ``{(layer, feature): interp.features.card(...)}`` shown when a

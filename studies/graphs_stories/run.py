@@ -15,7 +15,8 @@ the full transcoders (2,000,000 tokens; `studies/features_full/run.py` or `inter
 * the IOI prompt: the share of influence by position, the 8 most influential features;
 * the swap: Paris's top-k features off, and Rome's top-k (from the Colosseum prompt's graph) clamped on, for
   k = 5, 10 (the rule), 20, with 10 seeded draws of random active Colosseum features in place of the top 10 as the
-  control; the notebook's after-the-fact signed variant is run too and labelled so.
+  control; the notebook's after-the-fact signed variant is run too and labelled so, and the rule that
+  studies/graphs_swap chose on dev fact pairs (contrast, k = 40, clamped at 2x), with its halves alone.
 
 Writes results.json (with the commit, command and machine) next to this file, or to ``--out``.
 """
@@ -111,9 +112,10 @@ def swap(model, tc, g) -> dict:
     paris, rome = model.to_single_token(" Paris"), model.to_single_token(" Rome")
     eiffel_top, colosseum = g.predicted_ablation(), gc.predicted_ablation()
 
-    def probs(off, on):
+    def probs(off, on, scale=1.0):
         edits = ([(int(r.layer), int(r.feature), "ablate", 0.0, [int(r.pos)]) for r in off.itertuples()] +
-                 [(int(r.layer), int(r.feature), "clamp", float(r.activation), [int(r.pos)]) for r in on.itertuples()])
+                 [(int(r.layer), int(r.feature), "clamp", scale * float(r.activation), [int(r.pos)])
+                  for r in on.itertuples()])
         with torch.no_grad(), interp.features.intervene(model, tc, edits):
             p = model.forward(toks)[0, -1].float().softmax(-1)
         v, i = p.topk(3)
@@ -127,6 +129,20 @@ def swap(model, tc, g) -> dict:
                      **probs(eiffel_top.head(k), colosseum.head(k))})
     rows.append({"intervention": "signed, k=10: off, and on (chosen after, in notebook 09)",
                  **probs(eiffel_top.sort_values("predicted").head(10), colosseum.sort_values("predicted").head(10))})
+    # the rule studies/graphs_swap chose on 40 dev fact pairs (after this script's own rules): both answers as logit
+    # nodes, the 40 features each graph predicts most raise its answer over the other, clamped at twice their value
+    both, both_c = (interp.attribution_graph(model, tc, p, targets=t) for p, t in
+                    ((PROMPT, [" Paris", " Rome"]), (CORRUPT, [" Rome", " Paris"])))
+
+    def contrast(graph, k=40):
+        f = graph.predicted_ablation(0, against=1).sort_values("predicted")
+        return f[f["predicted"] < 0].head(k)
+
+    rows.append({"intervention": "contrast, k=40, on at 2x (chosen on dev pairs, studies/graphs_swap)",
+                 **probs(contrast(both), contrast(both_c), 2.0)})
+    rows.append({"intervention": "contrast, k=40: off only", **probs(contrast(both), both_c.nodes.iloc[0:0])})
+    rows.append({"intervention": "contrast, k=40: on at 2x only",
+                 **probs(both.nodes.iloc[0:0], contrast(both_c), 2.0)})
     gen, wins = torch.Generator().manual_seed(0), 0
     for _ in range(10):
         pick = torch.randperm(len(colosseum), generator=gen)[:10].tolist()

@@ -365,6 +365,21 @@ def test_graph_command_writes_json_view_and_circuit_tracer_file(embedded, tmp_pa
     assert [n["clerp"] for n in ct["nodes"] if n["feature_type"] == "logit"][0].startswith('Output " Paris"')
     code = cli.main(["graph", "hello", "--dictionaries", str(tmp_path / "tc"), "--batch", "0", "--json"])
     assert code == 2 and "--batch" in json.loads(capsys.readouterr().out)["error"]
+    # --against: both answers are logit nodes, and the listing is the graph's contrast, most negative first,
+    # equal to the difference of the two logits' own predictions
+    text = "The Eiffel Tower is located in the city of"
+    code = cli.main(["graph", text, "--target", " Paris", "--against", " Rome", "--dictionaries",
+                     str(tmp_path / "tc"), "--top", "5", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0, doc
+    g = attribution_graph(m, DictionarySet.load(tmp_path / "tc"), text, targets=[" Paris", " Rome"])
+    own = [g.predicted_ablation(i).set_index(["layer", "pos", "feature"])["predicted"] for i in (0, 1)]
+    got = [(r["layer"], r["pos"], r["feature"], r["predicted"]) for r in doc["contrast"]]
+    assert len(got) == 5 and [x[3] for x in got] == sorted(x[3] for x in got)
+    for L, p, f, v in got:
+        assert v == pytest.approx(float(own[0][(L, p, f)] - own[1][(L, p, f)]), rel=1e-6, abs=1e-9)
+    code = cli.main(["graph", text, "--against", " Rome", "--dictionaries", str(tmp_path / "tc"), "--json"])
+    assert code == 2 and "exactly one --target" in json.loads(capsys.readouterr().out)["error"]
 
 
 def test_capped_rows_are_the_most_influential_and_equal_the_full_graph_rows_folded(tiny_llama):

@@ -18,6 +18,9 @@ def add_cli(subparsers) -> None:
     p.add_argument("text")
     p.add_argument("--target", action="append", default=None,
                    help="a logit node's token (repeat for several; default: the top tokens to p = 0.95, at most 10)")
+    p.add_argument("--against", default=None, metavar="TOKEN",
+                   help="a second answer: list the features the graph predicts most raise --target over it "
+                        "(needs exactly one --target; both become logit nodes)")
     p.add_argument("--max-logits", type=int, default=10)
     p.add_argument("--node-threshold", type=float, default=0.8, help="cumulative influence kept (default 0.8)")
     p.add_argument("--edge-threshold", type=float, default=0.98, help="cumulative edge score kept (default 0.98)")
@@ -42,10 +45,15 @@ def cli_graph(args, model=None) -> dict:
     ct = Path(args.circuit_tracer) if args.circuit_tracer else None
     if ct is not None and not ct.parent.is_dir():
         raise FileNotFoundError(f"--circuit-tracer {args.circuit_tracer}: folder {str(ct.parent)!r} does not exist")
+    targets = args.target
+    if args.against is not None:
+        if not targets or len(targets) != 1:
+            raise ValueError(f"--against {args.against!r} needs exactly one --target (got {targets or 'none'})")
+        targets = [*targets, args.against]
     if model is None:
         model = load_model(args)
     ds = dictionaries_for(args, model)
-    g = attribution_graph(model, ds, args.text, targets=args.target, max_logits=args.max_logits,
+    g = attribution_graph(model, ds, args.text, targets=targets, max_logits=args.max_logits,
                           node_threshold=args.node_threshold, edge_threshold=args.edge_threshold, batch=args.batch,
                           max_feature_nodes=args.max_feature_nodes)
     data = g.to_json()
@@ -53,6 +61,16 @@ def cli_graph(args, model=None) -> dict:
     lines = [g.summary()] + [f"  L{int(r.layer):>2} pos {int(r.pos):>2} {r.token!r:<14} feature {int(r.feature):>6}  "
                              f"activation {r.activation:8.3f}  influence {r.influence:.4f}"
                              for r in kept.head(args.top).itertuples()]
+    if args.against is not None:
+        # signed: the features whose ablation the graph predicts lowers target − against most (studies/graphs_swap)
+        f = g.predicted_ablation(0, against=1).sort_values("predicted").head(args.top)
+        data["contrast"] = [{"layer": int(r.layer), "pos": int(r.pos), "token": r.token, "feature": int(r.feature),
+                             "activation": float(r.activation), "predicted": float(r.predicted)}
+                            for r in f.itertuples()]
+        lines.append(f"features that raise {args.target[0]!r} over {args.against!r} most (predicted change of the "
+                     "difference when ablated):")
+        lines += [f"  L{r['layer']:>2} pos {r['pos']:>2} {r['token']!r:<14} feature {r['feature']:>6}  "
+                  f"predicted {r['predicted']:+.4f}" for r in data["contrast"]]
     data["_text"] = "\n".join(lines)
     if ct is not None:
         ct.write_text(json.dumps(g.to_circuit_tracer(ct.stem)))

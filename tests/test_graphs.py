@@ -380,6 +380,9 @@ def test_graph_command_writes_json_view_and_circuit_tracer_file(embedded, tmp_pa
         assert v == pytest.approx(float(own[0][(L, p, f)] - own[1][(L, p, f)]), rel=1e-6, abs=1e-9)
     code = cli.main(["graph", text, "--against", " Rome", "--dictionaries", str(tmp_path / "tc"), "--json"])
     assert code == 2 and "exactly one --target" in json.loads(capsys.readouterr().out)["error"]
+    code = cli.main(["graph", text, "--target", " Rome", "--against", " Rome", "--dictionaries", str(tmp_path / "tc"),
+                     "--json"])
+    assert code == 2 and "is the --target itself" in json.loads(capsys.readouterr().out)["error"]
 
 
 def test_capped_rows_are_the_most_influential_and_equal_the_full_graph_rows_folded(tiny_llama):

@@ -49,6 +49,8 @@ def cli_graph(args, model=None) -> dict:
     if args.against is not None:
         if not targets or len(targets) != 1:
             raise ValueError(f"--against {args.against!r} needs exactly one --target (got {targets or 'none'})")
+        if args.against == targets[0]:
+            raise ValueError(f"--against {args.against!r} is the --target itself; allowed: another token")
         targets = [*targets, args.against]
     if model is None:
         model = load_model(args)

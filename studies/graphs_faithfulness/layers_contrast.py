@@ -33,7 +33,7 @@ import interp
 from interp.analyses.patching.activation import spearman
 from interp.cli.features import add_dictionary_options, dictionaries_for
 from interp.core.provenance import provenance
-from interp.editing.facts import load_records
+from run import known_facts      # this folder's run.py: the same known facts, hence the same pairs
 
 HERE = Path(__file__).parent
 MEASURES = ("signed", "absolute", "signed_with_errors")
@@ -64,13 +64,7 @@ def main():
     tc = dictionaries_for(args, model)
     n = args.n or (40 if args.split == "dev" else 50)
     t0 = time.time()
-    known = []
-    for r in load_records(split=args.split, model=model):      # as run.py: the facts the model ranks first
-        with torch.no_grad():
-            top = int(model.run(r.prompt.format(r.subject))[0, -1].argmax())
-        if model.to_str_tokens(torch.tensor([top]))[0] == r.target_true:
-            known.append(r.to_dict())
-    pairs = interp.patching.fact_pairs(model, known, n=n, seed=args.seed)
+    pairs = interp.patching.fact_pairs(model, known_facts(model, args.split), n=n, seed=args.seed)
     sums = {m: torch.zeros(model.n_layers, dtype=torch.float64) for m in MEASURES}
     per_pair = []
     for i, (x, a, b) in enumerate(zip(pairs.clean, pairs.answers, pairs.wrongs)):

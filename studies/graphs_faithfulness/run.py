@@ -51,6 +51,17 @@ def bootstrap_over_prompts(per_prompt: list, seed: int, draws: int = 1000) -> di
             "spearman_feature_effects": torch.quantile(torch.tensor(rho, dtype=torch.float64), q).tolist()}
 
 
+def known_facts(model, split: str) -> list[dict]:
+    """The split's records whose answer the model ranks first (layers_contrast.py reads the same ones)."""
+    known = []
+    for r in load_records(split=split, model=model):
+        with torch.no_grad():
+            top = int(model.run(r.prompt.format(r.subject))[0, -1].argmax())
+        if model.to_str_tokens(torch.tensor([top]))[0] == r.target_true:
+            known.append(r.to_dict())
+    return known
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=50)
@@ -65,12 +76,8 @@ def main():
     tc = load_dictionaries(args.dictionaries, model) if args.dictionaries else cached_transcoders(model)
     if tc is None:
         raise SystemExit("no transcoders cached at the default settings: run studies/features_full/run.py first")
-    known, t0 = [], time.time()
-    for r in load_records(split="test", model=model):
-        with torch.no_grad():
-            top = int(model.run(r.prompt.format(r.subject))[0, -1].argmax())
-        if model.to_str_tokens(torch.tensor([top]))[0] == r.target_true:
-            known.append(r.to_dict())
+    t0 = time.time()
+    known = known_facts(model, "test")
     # clean / corrupted pairs (subject swapped within a relation): the graphs read the clean prompts, the layer
     # comparison patches MLP outputs from clean into corrupted on the same pairs
     pairs = interp.patching.fact_pairs(model, known, n=args.n, seed=args.seed)

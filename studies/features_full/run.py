@@ -21,6 +21,7 @@ import torch
 
 import interp
 from interp.analyses.features.quality import evaluate_transcoders
+from interp.core.provenance import provenance
 
 HERE = Path(__file__).parent
 
@@ -35,6 +36,9 @@ def main():
     torch.set_num_threads(args.threads)
     # the commit the code ran at, read before the hours of work (HEAD may move while it runs)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    command = ("python studies/features_full/run.py" + (f" --model {args.model}" if args.model else "")
+               + f" --threads {args.threads} --eval-tokens {args.eval_tokens} --ce-tokens {args.ce_tokens}")
+    ran = provenance(command)  # dirty or not, read before the hours of work
     model = interp.load(args.model)
     t = time.time()
     tc = interp.train_transcoders(model)
@@ -44,12 +48,11 @@ def main():
     eval_s = time.time() - t
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     doc = {**q.to_json(), "commit": commit,
-           "command": f"python studies/features_full/run.py --threads {args.threads} --eval-tokens {args.eval_tokens} "
-                      f"--ce-tokens {args.ce_tokens}",
+           "command": command,
            "model": model.source, "train_seconds_this_call": round(train_s), "eval_seconds": round(eval_s),
            "machine": {"cpu": cpu, "cores": os.cpu_count(), "threads": args.threads, "torch": torch.__version__,
                        "python": platform.python_version()},
-           "date": time.strftime("%Y-%m-%d %H:%M")}
+           "date": time.strftime("%Y-%m-%d %H:%M"), "provenance": ran}
     name = "quality" if args.model is None else f"quality_{args.model}"
     (HERE / f"{name}.json").write_text(json.dumps(doc, indent=1))
     q.plot(out=HERE / f"{name}.png")

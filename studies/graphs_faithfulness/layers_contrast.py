@@ -2,7 +2,7 @@
 `make test`).
 
     .venv/bin/python studies/graphs_faithfulness/layers_contrast.py --split dev  [--n 40] [--threads 2]
-    .venv/bin/python studies/graphs_faithfulness/layers_contrast.py --split test [--n 50]
+    .venv/bin/python studies/graphs_faithfulness/layers_contrast.py --split test [--n 50] [--model NAME]
 
 run.py compares the graph's influence on the answer's logit, summed by layer, with activation patching of each
 layer's MLP output (clean into corrupted, all positions, metric logit(answer) − logit(the swapped subject's
@@ -18,7 +18,8 @@ total contribution to logit(answer) − logit(other) in the local replacement mo
 
 The same pairs as run.py (``fact_pairs`` over the split's known records, ``--seed``), the same patching. Rule,
 fixed before any run: on dev, the measure with the highest Spearman over layers (means over pairs) against
-patching; on test all three are reported, the dev choice named. Writes layers_contrast_{split}.json here.
+patching; on test all three are reported, the dev choice named. Writes layers_contrast_{split}.json here
+(``layers_contrast_{split}_NAME.json`` with ``--model NAME``).
 """
 
 import argparse
@@ -56,11 +57,12 @@ def main():
     ap.add_argument("--n", type=int, default=None, help="pairs (default: 40 on dev, 50 on test, as run.py)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--model", default=None, help="a short name such as gemma3-270m (default: the embedded model)")
     add_dictionary_options(ap)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     prov = provenance(" ".join(["python studies/graphs_faithfulness/layers_contrast.py", *sys.argv[1:]]))
-    model = interp.load()
+    model = interp.load(args.model)
     tc = dictionaries_for(args, model)
     n = args.n or (40 if args.split == "dev" else 50)
     t0 = time.time()
@@ -81,10 +83,11 @@ def main():
     rho = {m: spearman(means[m], patch_by_layer) for m in MEASURES}
     doc = {"split": args.split, "n_pairs": len(pairs), "spearman_layers": rho, "graph_layers": means,
            "patching_layer_effect": patch_by_layer, "pairs": per_pair, "dictionaries": tc.settings,
-           "seconds": round(time.time() - t0), **prov}
+           "model": model.source, "seconds": round(time.time() - t0), **prov}
     if args.split == "dev":
         doc["chosen"] = max(MEASURES, key=lambda m: rho[m])
-    (HERE / f"layers_contrast_{args.split}.json").write_text(json.dumps(doc, indent=1))
+    name = f"layers_contrast_{args.split}" + ("" if args.model is None else f"_{args.model}")
+    (HERE / f"{name}.json").write_text(json.dumps(doc, indent=1))
     print("Spearman over layers against patching: " + ", ".join(f"{m} {v:.3f}" for m, v in rho.items()))
     if "chosen" in doc:
         print("chosen on dev:", doc["chosen"])

@@ -1,6 +1,7 @@
 """Are attribution graphs faithful to the real model? (issue 34; hours on 2 cores: not part of `make test`.)
 
-    .venv/bin/python studies/graphs_faithfulness/run.py [--n 50] [--top 10] [--threads 2] [--dictionaries FOLDER]
+    .venv/bin/python studies/graphs_faithfulness/run.py [--model NAME] [--n 50] [--top 10] [--threads 2] \
+        [--dictionaries FOLDER]
 
 For each of ``--n`` test-split fact prompts (``interp.patching.fact_pairs`` over the records of
 interp/editing/records/facts.jsonl whose answer the model ranks first, seeded), the graph of the prompt with the true answer as its one logit node, then:
@@ -13,23 +14,24 @@ interp/editing/records/facts.jsonl whose answer the model ranks first, seeded), 
   of each layer's MLP output (all positions, clean into corrupted: `interp.activation_patching` on
   `interp.patching.fact_pairs`), both averaged over the prompts: Spearman's rho over layers.
 
-Writes results.json (with the commit, command, machine and settings) next to this file and prints the figures.
+Writes results.json (``results_NAME.json`` with ``--model NAME``; with the commit, command, machine and settings)
+next to this file and prints the figures. Another model reads its own records (``load_records(model=...)``).
 """
 
 import argparse
 import json
 import os
 import platform
-import subprocess
+import sys
 import time
 from pathlib import Path
 
 import torch
 
 import interp
-from interp.analyses.features.formats import load_dictionaries
-from interp.analyses.features.train import cached_transcoders
 from interp.analyses.patching.activation import spearman
+from interp.cli.features import add_dictionary_options, dictionaries_for
+from interp.core.provenance import provenance
 from interp.editing.facts import load_records
 
 HERE = Path(__file__).parent
@@ -64,18 +66,17 @@ def known_facts(model, split: str) -> list[dict]:
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=None, help="a short name such as gemma3-270m (default: the embedded model)")
     ap.add_argument("--n", type=int, default=50)
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--dictionaries", default=None)
+    add_dictionary_options(ap)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    model = interp.load()
-    tc = load_dictionaries(args.dictionaries, model) if args.dictionaries else cached_transcoders(model)
-    if tc is None:
-        raise SystemExit("no transcoders cached at the default settings: run studies/features_full/run.py first")
+    prov = provenance(" ".join(["python studies/graphs_faithfulness/run.py", *sys.argv[1:]]))
+    model = interp.load(args.model)
+    tc = dictionaries_for(args, model)
     t0 = time.time()
     known = known_facts(model, "test")
     # clean / corrupted pairs (subject swapped within a relation): the graphs read the clean prompts, the layer
@@ -124,12 +125,12 @@ def main():
            "graph_layer_influence": (layer_inf / max(len(chosen), 1)).tolist(),
            "patching_layer_effect": patch_by_layer,
            "spearman_layers": spearman(layer_inf.tolist(), patch_by_layer), "prompts": per_prompt,
-           "commit": commit,
-           "command": f"python studies/graphs_faithfulness/run.py --n {args.n} --top {args.top} --threads "
-                      f"{args.threads} --seed {args.seed}", "dictionaries": tc.settings,
+           "commit": prov["commit"], "command": prov["command"], "provenance": prov, "model": model.source,
+           "dictionaries": tc.settings,
            "machine": {"cores": os.cpu_count(), "threads": args.threads, "torch": torch.__version__,
                        "python": platform.python_version()}, "seconds": round(time.time() - t0)}
-    (HERE / "results.json").write_text(json.dumps(doc, indent=1))
+    name = "results" if args.model is None else f"results_{args.model}"
+    (HERE / f"{name}.json").write_text(json.dumps(doc, indent=1))
     print(f"sign agreement {sign:.3f} over {len(pairs_pred)} ablations; Spearman {doc['spearman_feature_effects']:.3f}; "
           f"layers: Spearman {doc['spearman_layers']:.3f} (features), {doc['spearman_layers_with_errors']:.3f} "
           f"(features and errors); 95% intervals over prompts {doc['intervals_95']}")

@@ -27,7 +27,6 @@ one rule given on the command line. Writes results_{split}.json next to this fil
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -37,17 +36,17 @@ import torch
 import interp
 from interp.cli.features import add_dictionary_options, dictionaries_for
 from interp.core.provenance import provenance
+from interp.editing.eval.report import mean_ci
 from interp.editing.facts import load_records
 
 HERE = Path(__file__).parent
 KS, SCALES, RULES = (5, 10, 20, 40), (1.0, 2.0), ("contrast", "influence")
 
 
-def wilson(wins: int, n: int, z: float = 1.96) -> list:
-    p = wins / n
-    c = (p + z * z / (2 * n)) / (1 + z * z / n)
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [max(0.0, round(100 * (c - h), 1)), min(100.0, round(100 * (c + h), 1))]
+def wilson(wins: int, n: int) -> list:
+    """Wilson's 95% interval of wins / n, in percent (the editing reports' interval of a 0/1 score)."""
+    ci = mean_ci("b_wins", [1.0] * wins + [0.0] * (n - wins), bounds=(0.0, 1.0))
+    return [round(100 * ci["ci_low"], 1), round(100 * ci["ci_high"], 1)]
 
 
 def known_pairs(model, split: str, n: int, seed: int):

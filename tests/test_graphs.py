@@ -304,6 +304,12 @@ def test_predicted_ablation_against_another_logit_is_the_contrast_by_hand():
     assert on[1][1] == pytest.approx(-2.0) and on[1][0] == pytest.approx(0.0) and on[1][2] == 0
     vs = g.predicted_ablation(0, against=1).set_index("feature")["predicted"]
     assert vs[1] == pytest.approx(-3.0 + 2.0) and vs[0] == pytest.approx(-3.0 - 0.0) and vs[2] == 0
+    # supporting: the negative predictions only, most negative first (f2's 0 is not support)
+    assert list(g.supporting(0, against=1)["feature"]) == [0, 1]
+    assert list(g.supporting(0, against=1, k=1)["feature"]) == [0]
+    assert list(g.supporting(1)["feature"]) == [1]
+    with pytest.raises(ValueError, match="k=0"):
+        g.supporting(0, k=0)
     for bad, match in (({"against": 0}, "against=0 is the logit itself"), ({"against": 2}, "against=2"),
                        ({"against": "1"}, "against='1'")):
         with pytest.raises(ValueError, match=match):
@@ -375,7 +381,7 @@ def test_graph_command_writes_json_view_and_circuit_tracer_file(embedded, tmp_pa
     g = attribution_graph(m, DictionarySet.load(tmp_path / "tc"), text, targets=[" Paris", " Rome"])
     own = [g.predicted_ablation(i).set_index(["layer", "pos", "feature"])["predicted"] for i in (0, 1)]
     got = [(r["layer"], r["pos"], r["feature"], r["predicted"]) for r in doc["contrast"]]
-    assert len(got) == 5 and [x[3] for x in got] == sorted(x[3] for x in got)
+    assert len(got) == 5 and [x[3] for x in got] == sorted(x[3] for x in got) and all(x[3] < 0 for x in got)
     for L, p, f, v in got:
         assert v == pytest.approx(float(own[0][(L, p, f)] - own[1][(L, p, f)]), rel=1e-6, abs=1e-9)
     code = cli.main(["graph", text, "--against", " Rome", "--dictionaries", str(tmp_path / "tc"), "--json"])

@@ -64,8 +64,7 @@ def cli_graph(args, model=None) -> dict:
                              f"activation {r.activation:8.3f}  influence {r.influence:.4f}"
                              for r in kept.head(args.top).itertuples()]
     if args.against is not None:
-        # signed: the features whose ablation the graph predicts lowers target − against most (studies/graphs_swap)
-        f = g.predicted_ablation(0, against=1).sort_values("predicted").head(args.top)
+        f = g.supporting(0, against=1, k=args.top)
         data["contrast"] = [{"layer": int(r.layer), "pos": int(r.pos), "token": r.token, "feature": int(r.feature),
                              "activation": float(r.activation), "predicted": float(r.predicted)}
                             for r in f.itertuples()]

@@ -135,8 +135,7 @@ def swap(model, tc, g) -> dict:
                     ((PROMPT, [" Paris", " Rome"]), (CORRUPT, [" Rome", " Paris"])))
 
     def contrast(graph, k=40):
-        f = graph.predicted_ablation(0, against=1).sort_values("predicted")
-        return f[f["predicted"] < 0].head(k)
+        return graph.supporting(0, against=1, k=k)
 
     rows.append({"intervention": "contrast, k=40, on at 2x (chosen on dev pairs, studies/graphs_swap)",
                  **probs(contrast(both), contrast(both_c), 2.0)})

@@ -67,8 +67,7 @@ def chosen(g, rule: str, k: int):
     """The k features of graph g the rule picks: its first logit node's answer against its second."""
     if rule == "influence":
         return g.predicted_ablation(0).head(k)
-    f = g.predicted_ablation(0, against=1).sort_values("predicted")
-    return f[f["predicted"] < 0].head(k)
+    return g.supporting(0, against=1, k=k)
 
 
 def matched_random(g, picked, gen):

@@ -80,6 +80,16 @@ class AttributionGraph(Result):
         out["predicted"] = (-total * acts).numpy()
         return out.sort_values("influence", ascending=False)
 
+    def supporting(self, logit: int = 0, *, against: int | None = None, k: int | None = None):
+        """The features the graph predicts raise logit node ``logit`` (over ``against``) most: those whose
+        :meth:`predicted_ablation` is negative, most negative first, the first ``k`` of them (all by default). The
+        rule ``studies/graphs_swap`` chose on dev fact pairs for which features to turn off on one prompt and on
+        (from another prompt's graph) to swap an answer; ``interp graph --against`` lists them."""
+        k = check_int("k", k, 1, allow_none=True)
+        f = self.predicted_ablation(logit, against=against).sort_values("predicted")
+        f = f[f["predicted"] < 0]
+        return f if k is None else f.head(k)
+
     def contributions(self, logit: int = 0, *, against: int | None = None):
         """Every node's total contribution to logit node ``logit`` (minus ``against``, as in
         :meth:`predicted_ablation`) in the local replacement model: its direct edge plus its edges into features

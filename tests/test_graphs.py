@@ -65,11 +65,15 @@ def _frozen_targets(lrm, targets, taps, *, zero_sources=False):
     return torch.stack(out).float()
 
 
-def test_edges_sum_to_each_pre_activation_and_equal_the_explicit_jacobian(tiny_llama):
-    m = tiny_llama
+@pytest.mark.parametrize("which", ["tiny_llama", "tiny_gemma3"])
+def test_edges_sum_to_each_pre_activation_and_equal_the_explicit_jacobian(which, request):
+    """On Gemma 3 too: its post-norms put a frozen 1/rms after attention and after the MLP (a shorter prompt there,
+    past the sliding window of 4: the explicit Jacobian costs a backward per target and grows with both)."""
+    m = request.getfixturevalue(which)
+    text = TEXT if which == "tiny_llama" else "Paris is big"
     tc = _transcoders(m, range(m.n_layers))
-    g = attribution_graph(m, tc, TEXT, max_logits=2, batch=5)
-    lrm = LocalReplacement(m, tc, TEXT)
+    g = attribution_graph(m, tc, text, max_logits=2, batch=5)
+    lrm = LocalReplacement(m, tc, text)
     nodes = g.nodes
     kinds = nodes["kind"].to_numpy()
     feats = nodes[nodes["kind"] == "feature"]

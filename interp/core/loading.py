@@ -145,7 +145,7 @@ def tiny_transformers(arch: str = "llama", seed: int = 0, *, n_layers: int = 2, 
 
 def _tiny_gemma3(tok, n_layers, d_model, n_heads, n_kv_heads, d_mlp, d_vocab, n_ctx):
     """Gemma 3 in miniature: every layer local (sliding window of 4) except the last, which is global; tied
-    embeddings; and norm weights drawn at random (Gemma initialises them at 0, where ``1 + w`` and ``w`` could
+    embeddings; the padding id is the last (unused) id, not BOS; and norm weights drawn at random (Gemma initialises them at 0, where ``1 + w`` and ``w`` could
     not be told apart)."""
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
@@ -159,7 +159,10 @@ def _tiny_gemma3(tok, n_layers, d_model, n_heads, n_kv_heads, d_mlp, d_vocab, n_
                            layer_types=["sliding_attention"] * (n_layers - 1) + ["full_attention"],
                            max_position_embeddings=n_ctx, tie_word_embeddings=True,
                            bos_token_id=tok.bos_token_id, eos_token_id=tok.bos_token_id,
-                           pad_token_id=tok.bos_token_id, attn_implementation="eager",
+                           # Gemma's embedding zeroes its padding row: with pad = BOS the BOS residual would be 0
+                           # at every layer and each norm there divide by its eps (a gain of 1e3 per norm, 1e8
+                           # through the post-norms), which no real Gemma has (its pad is its own token)
+                           pad_token_id=d_vocab - 1, attn_implementation="eager",
                            architectures=["Gemma3ForCausalLM"])
     hf = Gemma3ForCausalLM(cfg)
     with torch.no_grad():

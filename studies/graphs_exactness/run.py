@@ -73,7 +73,8 @@ def check(model, tc, text: str) -> dict:
     return {"text": text, "tokens": len(g.tokens), "summary": g.summary(), "graph_seconds": round(graph_s, 1),
             "active_features": len(feats), "logit_nodes": [str(x) for x in nodes.loc[logit_rows, "token"]],
             "frozen_vs_real_max_abs": float(diff), "real_logit_std": float(real.std()),
-            "edges_plus_constants_over_bound": float((err / bound).max()),
+            "edges_plus_constants_over_bound": float((err / bound).max().detach()),
+            "rows_outside_bound": int((err > bound).sum()), "rows": len(rows),
             "edges_plus_constants_max_abs": float(err.max()),
             "feature_value_vs_activation_max_abs": float((value[:len(feats)] - acts).abs().max())}
 
@@ -82,6 +83,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=None, help="a short name such as gemma3-270m (default: the embedded model)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default=None, help="the file to write (default: results[_NAME].json here)")
     add_dictionary_options(ap)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -93,13 +95,14 @@ def main():
         r = check(model, tc, text)
         out.append(r)
         print(f"{text!r}: frozen vs real {r['frozen_vs_real_max_abs']:.2e} (logit std {r['real_logit_std']:.2f}); "
-              f"edges + constants vs value: {r['edges_plus_constants_over_bound']:.2f} of the bound; "
+              f"edges + constants vs value: {r['edges_plus_constants_over_bound']:.2f} of the bound "
+              f"({r['rows_outside_bound']} of {r['rows']} rows outside it); "
               f"feature values vs activations {r['feature_value_vs_activation_max_abs']:.2e}; "
               f"{r['active_features']} features, {r['graph_seconds']} s", flush=True)
     assert model.attached_hook_count() == 0
     doc = {"model": model.source, "prompts": out, "dictionaries": tc.settings, **prov}
     name = "results" if args.model is None else f"results_{args.model}"
-    (HERE / f"{name}.json").write_text(json.dumps(doc, indent=1))
+    Path(args.out or HERE / f"{name}.json").write_text(json.dumps(doc, indent=1))
 
 
 if __name__ == "__main__":

@@ -145,8 +145,8 @@ def tiny_transformers(arch: str = "llama", seed: int = 0, *, n_layers: int = 2, 
 
 def _tiny_gemma3(tok, n_layers, d_model, n_heads, n_kv_heads, d_mlp, d_vocab, n_ctx):
     """Gemma 3 in miniature: every layer local (sliding window of 4) except the last, which is global; tied
-    embeddings; the padding id is the last (unused) id, not BOS; and norm weights drawn at random (Gemma initialises them at 0, where ``1 + w`` and ``w`` could
-    not be told apart)."""
+    embeddings; the padding id the last (unused) id, not BOS; and norm weights drawn at random (Gemma initialises
+    them at 0, where ``1 + w`` and ``w`` could not be told apart)."""
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
     kv = n_kv_heads or max(1, n_heads // 2)

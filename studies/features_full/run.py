@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import time
 from pathlib import Path
 
@@ -34,11 +33,11 @@ def main():
     ap.add_argument("--ce-tokens", type=int, default=8192)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    # the commit the code ran at, read before the hours of work (HEAD may move while it runs)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     command = ("python studies/features_full/run.py" + (f" --model {args.model}" if args.model else "")
                + f" --threads {args.threads} --eval-tokens {args.eval_tokens} --ce-tokens {args.ce_tokens}")
-    ran = provenance(command)  # dirty or not, read before the hours of work
+    # the commit the code ran at and whether it was dirty, read before the hours of work (HEAD may move meanwhile)
+    ran = provenance(command)
+    commit = ran["commit"]
     model = interp.load(args.model)
     t = time.time()
     tc = interp.train_transcoders(model)

@@ -3,6 +3,7 @@ part of `make test`).
 
     .venv/bin/python studies/graphs_swap/run.py --split dev  [--n 40] [--threads 2]    # chooses the rule
     .venv/bin/python studies/graphs_swap/run.py --split test --rule contrast --k 10 --scale 1 [--n 50]
+    .venv/bin/python studies/graphs_swap/run.py --model gemma3-270m --split test --rule contrast --k 40 --scale 2
 
 The paper's "Texas → California" experiment, asked of many facts instead of one: a clean prompt x whose answer is a
 and a prompt y of the same template and length with another subject whose answer is b
@@ -22,7 +23,8 @@ feature replaced by a seeded random other active feature at the same layer and p
 
 On ``--split dev`` every rule × k × scale is run; the choice is fixed here before any run: the highest dev rate of
 b_wins, ties (within one pair) to the smaller k, then the smaller scale, then ``contrast``. ``--split test`` runs
-one rule given on the command line. Writes results_{split}.json next to this file.
+one rule given on the command line. Writes results_{split}.json next to this file (``results_{split}_NAME.json``
+with ``--model NAME``, which reads that model's own records and cached transcoders).
 """
 
 import argparse
@@ -133,6 +135,7 @@ def choose(table: dict) -> str:
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=None, help="a short name such as gemma3-270m (default: the embedded model)")
     ap.add_argument("--split", choices=("dev", "test"), required=True)
     ap.add_argument("--n", type=int, default=None, help="pairs (default: 40 on dev, 50 on test)")
     ap.add_argument("--rule", choices=RULES, default=None, help="test only: the rule dev chose")
@@ -146,7 +149,7 @@ def main():
         raise SystemExit("--split test needs --rule, --k and --scale: the ones the dev run chose")
     torch.set_num_threads(args.threads)
     prov = provenance(" ".join(["python studies/graphs_swap/run.py", *sys.argv[1:]]))
-    model = interp.load()
+    model = interp.load(args.model)
     tc = dictionaries_for(args, model)
     n = args.n or (40 if args.split == "dev" else 50)
     t0 = time.time()
@@ -163,10 +166,11 @@ def main():
         print(f"{i + 1}/{len(pairs)} {x!r} → {wrong!r}: {time.time() - t:.0f} s", flush=True)
     table = tally(per_pair)
     doc = {"split": args.split, "n_pairs": len(per_pair), "table": table, "pairs": per_pair,
-           "dictionaries": tc.settings, "seconds": round(time.time() - t0), **prov}
+           "model": model.source, "dictionaries": tc.settings, "seconds": round(time.time() - t0), **prov}
     if args.split == "dev":
         doc["chosen"] = choose(table)
-    (HERE / f"results_{args.split}.json").write_text(json.dumps(doc, indent=1))
+    name = f"results_{args.split}" + ("" if args.model is None else f"_{args.model}")
+    (HERE / f"{name}.json").write_text(json.dumps(doc, indent=1))
     for c, v in table.items():
         print(f"{c:40s} b wins {v['b_wins']:3d}/{len(per_pair)} {v['b_wins_95']}  b top {v['b_top']:3d}  "
               f"median margin {v['median_margin']:+.2f}")

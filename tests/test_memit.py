@@ -164,12 +164,35 @@ def test_bare_key_weight_adds_the_bare_prompt_key_as_a_row(tiny3, gamma):
     assert e.facts_info[0]["key_match"] > plain.facts_info[0]["key_match"]   # the bare prompt gets more of it
     assert e.norms["layers"]["1"]["bare_rows"] == 1 and plain.norms["layers"]["1"]["bare_rows"] == 0
     for bound, like in ((0.0, plain), (math.inf, e)):
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(memit_solve, "KEY_MATCH", bound)
+        for when in ("mismatch", "alone"):
             f = memit_edit(m, [req], layers=[1], stats=stats, mom2_update_weight=lam, bare_key_weight=gamma,
-                           bare_key_when="mismatch", **FAST)
+                           bare_key_when=when, bare_key_threshold=bound, **FAST)
             f.revert()
-        assert torch.equal(f.delta(1), like.delta(1))
+            assert torch.equal(f.delta(1), like.delta(1))
+
+
+def test_bare_key_when_alone_decides_by_each_facts_own_edit(tiny3):
+    """"alone" gives the row to the facts whose bare key gets less than the bound of the update *of their own edit*
+    (each fact edited by itself, an independent run), whatever else is in the batch; "mismatch" decides by the
+    batch's joint solve, whose shares differ."""
+    m, stats = tiny3
+    lam, reqs = 50.0, REQUESTS[:2]
+    own = []
+    for req in reqs:
+        e = memit_edit(m, [req], layers=[1], stats=stats, mom2_update_weight=lam, **FAST)
+        e.revert()
+        own.append(e.facts_info[0]["key_match"])
+    joint = memit_edit(m, reqs, layers=[1], stats=stats, mom2_update_weight=lam, **FAST)
+    joint.revert()
+    assert max(abs(f["key_match"] - s) for f, s in zip(joint.facts_info, own)) > 1e-3   # the batch moves them
+    lo, hi = sorted(own)
+    for bound, rows in ((lo - 1e-6, 0), ((lo + hi) / 2, 1), (hi + 1e-6, 2)):
+        f = memit_edit(m, reqs, layers=[1], stats=stats, mom2_update_weight=lam, bare_key_weight=2.0,
+                       bare_key_when="alone", bare_key_threshold=bound, **FAST)
+        f.revert()
+        assert f.norms["layers"]["1"]["bare_rows"] == rows
+        if rows == 0:
+            assert torch.equal(f.delta(1), joint.delta(1))
 
 
 def test_every_layer_is_written_as_w_plus_its_delta(tiny_batch):
@@ -306,8 +329,11 @@ def test_bad_input(tiny3):
     for bad in (-1.0, float("inf"), "1", True):
         with pytest.raises(ValueError, match=r"bare_key_weight=.*allowed: a finite number >= 0"):
             memit_edit(m, REQUESTS, layers=[0, 1], stats=stats, bare_key_weight=bad)
-    with pytest.raises(ValueError, match=r"bare_key_when='sometimes'; allowed: 'mismatch', 'always'"):
+    with pytest.raises(ValueError, match=r"bare_key_when='sometimes'; allowed: 'mismatch', 'alone', 'always'"):
         memit_edit(m, REQUESTS, layers=[0, 1], stats=stats, bare_key_when="sometimes")
+    for bad in (-0.1, float("nan"), "0.5", True):
+        with pytest.raises(ValueError, match=r"bare_key_threshold=.*allowed: a number >= 0"):
+            memit_edit(m, REQUESTS, layers=[0, 1], stats=stats, bare_key_threshold=bad)
     with pytest.raises(ValueError, match=r"no statistics for layer\(s\) \[1\]"):
         memit_edit(m, REQUESTS, layers=[0, 1], stats={0: stats[0]})
     with pytest.raises(ValueError, match="missing keys"):

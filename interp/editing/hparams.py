@@ -124,7 +124,7 @@ KEY_RULES = ("auto", "mean", "each")  # RomeHparams.key_rule (interp.editing.rom
 # "auto" answers to every templated key when the bare prompt would get less than this share of the update under
 # "mean" (chosen on dev: study "key_rule"); the failure diagnosis "key mismatch" uses the same bound.
 KEY_MATCH = 0.5
-BARE_KEY_WHEN = ("mismatch", "always")  # MemitHparams.bare_key_when
+BARE_KEY_WHEN = ("mismatch", "alone", "always")  # MemitHparams.bare_key_when
 PRESERVE_SELECT = ("first", "nearest")
 
 
@@ -156,7 +156,8 @@ class MemitHparams(VStarHparams):
     mom2_update_weight: float = 2500.0      # λ in λ C + K Kᵀ (GPT-J 15000, GPT-2 XL 20000)
     key_spread_weight: float = 0.0          # β: weight of every templated key of a fact
     bare_key_weight: float = 0.0            # γ: weight of a fact's bare rewrite-prompt key (as an extra row)
-    bare_key_when: str = "mismatch"         # which facts get that row: "mismatch" (share < KEY_MATCH) or "always"
+    bare_key_when: str = "mismatch"         # which facts get that row: "mismatch", "alone" or "always" (memit_solve)
+    bare_key_threshold: float = KEY_MATCH   # the bare key's share of the update below which a fact gets the row
     preserve_weight: float = 0.0            # μ: weight of other subjects' keys under the batch's prompts (preserve.py)
     preserve_count: int = 1000              # how many of those subjects (records/preserve_subjects.json)
     preserve_select: str = "first"          # which: the list's "first", or per prompt the "nearest" to the batch's
@@ -171,6 +172,10 @@ class MemitHparams(VStarHparams):
                                        "bare_key_weight": "no bare-key row",
                                        "preserve_weight": "no preserved subject keys"})
         check_count(self, "preserve_count")
+        t = self.bare_key_threshold
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0:
+            raise ValueError(f"bare_key_threshold={t!r}; allowed: a number >= 0 (the bare key's share of the update "
+                             "below which a fact gets the bare-key row; 0: none, inf: every fact)")
         if self.preserve_select not in PRESERVE_SELECT:
             raise ValueError(f"preserve_select={self.preserve_select!r}; allowed: "
                              f"{', '.join(map(repr, PRESERVE_SELECT))}")

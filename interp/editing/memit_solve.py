@@ -46,8 +46,11 @@ key can be far from the template mean (on a second fact set, one-token place nam
 on the continent of" got a median 0.35 of the update). With γ > 0 such a fact's bare key ``k_i0`` is a row of the
 solve too, asking for the same residual share: ``Σ_i |ΔW k̄_i - r_i|² + γ_i |ΔW k_i0 - r_i|² + λ tr(ΔW C ΔWᵀ)``,
 solved by ``ΔW = Rᵀ (K̄ + Γ K₀)(λC + K̄ᵀK̄ + K₀ᵀ Γ K₀)⁻¹`` (the update keeps its factored form). ``bare_key_when``
-says which facts get the row: "mismatch" (those whose ``key_match`` under the solve without it is below
-:data:`~interp.editing.hparams.KEY_MATCH`, ROME's ``key_rule="auto"`` bound; each layer decides afresh) or
+says which facts get the row: "mismatch" (those whose ``key_match`` under the batch's solve without it is below
+``bare_key_threshold``, by default :data:`~interp.editing.hparams.KEY_MATCH`, ROME's ``key_rule="auto"`` bound;
+each layer decides afresh), "alone" (the same share under the fact's own solve, ``(λC)⁻¹ k̄_i``, which does not
+depend on the rest of the batch: in a large batch the joint solve turns each fact's update away from the others'
+keys, and the batch's share falls below the bound for facts whose bare key is not far from their mean) or
 "always". The embedded model's defaults use γ = 4 on mismatched facts (study "memit_shared"); β asks every
 templated key alike, γ only the prompt that is asked.
 
@@ -69,7 +72,7 @@ from ..core.inputs import pad_rows
 from .base import check_dense_mlps, notify
 from .matrices import kept_matrices
 from .facts import Fact, Request, as_fact, check_prompt, check_target
-from .hparams import KEY_MATCH, MemitHparams
+from .hparams import MemitHparams
 from .vstar import edit_batch, optimize_delta, optimize_deltas
 
 TARGET_CHUNK = 16  # facts whose v* optimisations share forwards (7 rows each with the default templates; bounds memory)
@@ -361,7 +364,8 @@ def layer_adjoint(st: States, mom2: torch.Tensor, hp: MemitHparams, layer: int, 
                   ) -> tuple[torch.Tensor, int]:
     """One layer's ``A`` [n, d_mlp] (:func:`solve_layer`) and how many facts got a bare-key row (weight γ =
     ``bare_key_weight``): every fact with ``bare_key_when="always"``; with "mismatch" the facts whose bare key gets
-    less than :data:`KEY_MATCH` of the update under the solve without the rows, which is then made again with them."""
+    less than ``bare_key_threshold`` of the update under the solve without the rows, which is then made again with
+    them; with "alone" the same under each fact's own solve (:func:`alone_share`)."""
     def solve(gamma):
         return solve_layer(st.keys, mom2, hp.mom2_update_weight, hp.mom2_ridge, spread=st.spread,
                            spread_weight=float(hp.key_spread_weight), bare=st.bare, bare_weights=gamma,
@@ -370,12 +374,25 @@ def layer_adjoint(st: States, mom2: torch.Tensor, hp: MemitHparams, layer: int, 
     weight = float(hp.bare_key_weight)
     if weight and hp.bare_key_when == "always":
         pick = torch.ones(st.keys.shape[0], dtype=torch.bool)
+    elif weight and hp.bare_key_when == "alone":
+        pick = alone_share(st, mom2, hp) < hp.bare_key_threshold
+        if not bool(pick.any()):
+            return solve(None), 0
     else:
         adj = solve(None)
-        pick = key_share(adj, st) < KEY_MATCH if weight else torch.zeros(0, dtype=torch.bool)
+        pick = key_share(adj, st) < hp.bare_key_threshold if weight else torch.zeros(0, dtype=torch.bool)
         if not bool(pick.any()):
             return adj, 0
     return solve(pick.to(torch.float64) * weight), int(pick.sum())
+
+
+def alone_share(st: States, mom2: torch.Tensor, hp: MemitHparams) -> torch.Tensor:
+    """[n] each fact's bare-key share under its own solve: ``a_i ∝ (λC + ridge I + k̄_i k̄_iᵀ)⁻¹ k̄_i``, which is
+    ``(λC + ridge I)⁻¹ k̄_i`` times a scalar (Sherman–Morrison), so the share needs one solve for the batch."""
+    a = float(hp.mom2_update_weight) * mom2
+    if hp.mom2_ridge:
+        a = a + hp.mom2_ridge * torch.eye(a.shape[0], dtype=torch.float64)
+    return key_share(torch.linalg.solve(a, st.keys.T).T, st)
 
 
 def factor_product(resid: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:

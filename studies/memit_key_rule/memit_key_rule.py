@@ -51,6 +51,7 @@ from interp.core.inputs import pad_rows
 from interp.editing.eval.report import SCORES
 from interp.editing.facts import load_records
 from interp.editing.defaults import default_layers, hparams_for
+from interp.editing.hparams import BARE_KEY_WHEN, KEY_MATCH
 from interp.editing.keys import layer_stats as memit_stats
 from interp.editing.memit_solve import (
     MemitHparams,
@@ -71,7 +72,7 @@ OUT = Path(__file__).with_name("memit_key_rule.json")
 WORK = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "interp" / "memit_key_rule"
 # hyperparameters the targets do not use
 SPREAD_ONLY = ("mom2_update_weight", "key_spread_weight", "mom2_ridge", "bare_key_weight", "bare_key_when",
-               "preserve_weight", "preserve_count", "preserve_select")
+               "bare_key_threshold", "preserve_weight", "preserve_count", "preserve_select")
 
 
 def target_hparams(hp: dict) -> dict:
@@ -178,14 +179,16 @@ def run_compare(args) -> None:
     lambdas = [float(w) for w in args.lambdas.split(",")] if args.lambdas else [base.mom2_update_weight]
     gammas = [float(g) for g in args.gammas.split(",")]
     mus = [float(u) for u in args.preserve_weights.split(",")]
+    taus = [float(t) for t in args.thresholds.split(",")]
     unedited = record_scores(model, facts)
     bare0 = bare_residuals(model, tg)
     runs = []
-    grid = ((n, lam, beta, g, mu) for n in sizes for lam in lambdas for beta in betas for g in gammas for mu in mus)
-    for n, lam, beta, gamma, mu in grid:
+    grid = ((n, lam, beta, g, mu, tau) for n in sizes for lam in lambdas for beta in betas for g in gammas
+            for mu in mus for tau in taus)
+    for n, lam, beta, gamma, mu, tau in grid:
         t0 = time.perf_counter()
         hp = hparams_for(model, MemitHparams, "memit", key_spread_weight=beta, mom2_update_weight=lam, bare_key_weight=gamma,
-                               bare_key_when=args.bare_when, preserve_weight=mu, preserve_count=args.preserve_count,
+                               bare_key_when=args.bare_when, bare_key_threshold=tau, preserve_weight=mu, preserve_count=args.preserve_count,
                                preserve_select=args.preserve_select)
         part = subset(tg, n)
         res = spread(model, part, layers, stats, hp,
@@ -207,14 +210,14 @@ def run_compare(args) -> None:
             r.update(case_id=f.case_id, relation=f.relation, subject_first=f.prompt.startswith("{}"), key_match=m,
                      bare_reach=None if info["answered"] else q)
         run = {"n": n, "key_spread_weight": beta, "mom2_update_weight": lam, "bare_key_weight": gamma,
-               "bare_key_when": args.bare_when, "preserve_weight": mu, "preserve_count": args.preserve_count,
+               "bare_key_when": args.bare_when, "bare_key_threshold": tau, "preserve_weight": mu, "preserve_count": args.preserve_count,
                "preserve_select": args.preserve_select, "bare_rows": {str(l): v["bare_rows"] for l, v in res["norms"].items()},
                "aggregates": aggregate(rows, facts[:n]),
                "relative_update": {str(l): v["relative_update"] for l, v in res["norms"].items()},
                "seconds": time.perf_counter() - t0, "rows": rows}
         runs.append(run)
         a = run["aggregates"]
-        print(f"n={n} λ={lam:g} β={beta:g} γ={gamma:g} ({args.bare_when}) μ={mu:g}: ES {a['efficacy_score']['mean']:.1f} PS {a['paraphrase_score']['mean']:.1f} "
+        print(f"n={n} λ={lam:g} β={beta:g} γ={gamma:g} ({args.bare_when} < {tau:g}) μ={mu:g}: ES {a['efficacy_score']['mean']:.1f} PS {a['paraphrase_score']['mean']:.1f} "
               f"NS {a['neighborhood_score']['mean']:.1f} HM {a['harmonic_mean']:.1f} | strict "
               f"{a['efficacy_acc']['mean']:.1f}/{a['paraphrase_acc']['mean']:.1f}/"
               f"{a['neighborhood_acc']['mean']:.1f} | subject-first fails "
@@ -233,6 +236,7 @@ def run_compare(args) -> None:
                       f"--part P --parts 2 (P = 0, 1, side by side); ... compare --n {args.n} --betas {args.betas}"
                       + (f" --lambdas {args.lambdas}" if args.lambdas else "")
                       + f" --gammas {args.gammas} --bare-when {args.bare_when}"
+                      + (f" --thresholds {args.thresholds}" if args.thresholds != str(KEY_MATCH) else "")
                       + (f" --preserve-weights {args.preserve_weights} --preserve-count {args.preserve_count}"
                          f" --preserve-select {args.preserve_select}" if args.preserve_weights != "0" else "")
                       + (f" --records {args.records}" if args.records else "")
@@ -293,7 +297,8 @@ def main() -> None:
     c.add_argument("--lambdas", default=None,
                    help="comma-separated mom2_update_weight (λ) values")
     c.add_argument("--gammas", default="0", help="comma-separated bare_key_weight (γ) values")
-    c.add_argument("--bare-when", default="mismatch", choices=["mismatch", "always"], help="bare_key_when")
+    c.add_argument("--bare-when", default="mismatch", choices=BARE_KEY_WHEN, help="bare_key_when")
+    c.add_argument("--thresholds", default=str(KEY_MATCH), help="comma-separated bare_key_threshold values")
     c.add_argument("--preserve-weights", default="0", help="comma-separated preserve_weight (μ) values")
     c.add_argument("--preserve-count", type=int, default=MemitHparams.preserve_count, help="preserve_count")
     c.add_argument("--preserve-select", default="first", choices=["first", "nearest"], help="preserve_select")

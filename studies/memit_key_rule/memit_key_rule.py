@@ -173,6 +173,7 @@ def run_compare(args) -> None:
     base = hparams_for(model, MemitHparams, "memit")  # the model's row: its λ, v_lr (the grid overrides)
     stats = {l: second_moment(s, l, model.d_mlp) for l, s in memit_stats(model, layers, base.mom2_n_tokens).items()}
     tg, target_seconds = load_targets(model, facts, Path(args.work), base)
+    n_parts = len(list(Path(args.work).glob("targets_*of*.json")))
     digest = model.weights_digest()
     sizes = [len(facts) if s == "all" else int(s) for s in args.n.split(",")]
     betas = [float(b) for b in args.betas.split(",")]
@@ -233,7 +234,7 @@ def run_compare(args) -> None:
            "layers": layers, "hparams": base.to_dict(), "target_seconds": target_seconds,
            "unedited": aggregate(unedited, facts),
            "command": "OMP_NUM_THREADS=1 .venv/bin/python studies/memit_key_rule/memit_key_rule.py targets "
-                      f"--part P --parts 2 (P = 0, 1, side by side); ... compare --n {args.n} --betas {args.betas}"
+                      f"--part P --parts {n_parts} (each P; side by side) ... compare --n {args.n} --betas {args.betas}"
                       + (f" --lambdas {args.lambdas}" if args.lambdas else "")
                       + f" --gammas {args.gammas} --bare-when {args.bare_when}"
                       + (f" --thresholds {args.thresholds}" if args.thresholds != str(KEY_MATCH) else "")

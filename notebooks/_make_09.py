@@ -429,7 +429,8 @@ for name, (faith, contrast, swap) in runs.items():
     c = json.loads((G / "graphs_faithfulness" / contrast).read_text())
     w = json.loads((G / "graphs_swap" / swap).read_text())
     t = w["table"]["contrast k=40 scale=2"]
-    rows.append((name, f["sign_agreement"], f["intervals_95"]["sign_agreement"], f["spearman_feature_effects"],
+    rows.append((name, f["sign_agreement"], [round(x, 3) for x in f["intervals_95"]["sign_agreement"]],
+                 f["spearman_feature_effects"],
                  f["spearman_layers"], c["spearman_layers"]["signed"], f"{t['b_wins']}/{w['n_pairs']}",
                  f"{w['table']['contrast k=40 scale=2 matched random']['b_wins']}/{w['n_pairs']}",
                  f"{t['b_top']}/{w['n_pairs']}"))

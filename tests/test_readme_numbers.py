@@ -96,6 +96,10 @@ MEMIT_SHARED_ROWS = {
     ("| facts.jsonl test", "100 at once, default now"): "own_test100_memit_b100_bare4.json",
     ("| facts.jsonl test", "464 at once, default before"): "own_test464_memit_b464.json",
     ("| facts.jsonl test", "464 at once, default now"): "own_test464_memit_b464_bare4.json",
+    **{("| own test, which facts get the row", f"{n} at once, {rule}"): f"own_test{n}_memit_b{n}{suffix}.json"
+       for n in (100, 464) for rule, suffix in (("γ 0", ""), ("mismatch τ 0.5", "_bare4"), ("alone τ 0.4", "_alone"))},
+    **{("| second set's test, which facts get the row", rule): f"test_memit_b100{suffix}.json"
+       for rule, suffix in (("γ 0", "_bare0"), ("mismatch τ 0.5", ""), ("alone τ 0.4", "_alone"))},
 }
 SHARED_COLUMNS = ["efficacy_score", "paraphrase_score", "neighborhood_score", "neighborhood_unedited_score"]
 

@@ -48,11 +48,11 @@ solve too, asking for the same residual share: ``Σ_i |ΔW k̄_i - r_i|² + γ_i
 solved by ``ΔW = Rᵀ (K̄ + Γ K₀)(λC + K̄ᵀK̄ + K₀ᵀ Γ K₀)⁻¹`` (the update keeps its factored form). ``bare_key_when``
 says which facts get the row: "mismatch" (those whose ``key_match`` under the batch's solve without it is below
 ``bare_key_threshold``, by default :data:`~interp.editing.hparams.KEY_MATCH`, ROME's ``key_rule="auto"`` bound;
-each layer decides afresh), "alone" (the same share under the fact's own solve, ``(λC)⁻¹ k̄_i``, which does not
-depend on the rest of the batch: in a large batch the joint solve turns each fact's update away from the others'
-keys, and the batch's share falls below the bound for facts whose bare key is not far from their mean) or
-"always". The embedded model's defaults use γ = 4 on mismatched facts (study "memit_shared"); β asks every
-templated key alike, γ only the prompt that is asked.
+each layer decides afresh), "alone" (the same share under the fact's own edit, ``(λC)⁻¹ k̄_i``, what ROME's
+"auto" reads for one fact; the rest of the batch does not move it) or "always". The embedded model's defaults
+use γ = 4 on the facts whose own-edit share is below 0.4 (study "memit_shared": on dev the two rules gave about as
+many rows, and the choice between them was within noise); β asks every templated key alike, γ only the prompt
+that is asked.
 
 Other subjects' keys (``preserve_weight`` μ). ``+ μ Σ_p tr(ΔW P_p ΔWᵀ)`` with ``P_p`` the mean ``k kᵀ`` of
 other subjects' keys under the batch's prompt ``p`` (:mod:`interp.editing.preserve`): only the Gram term changes,

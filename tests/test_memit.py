@@ -193,6 +193,9 @@ def test_bare_key_when_alone_decides_by_each_facts_own_edit(tiny3):
         assert f.norms["layers"]["1"]["bare_rows"] == rows
         if rows == 0:
             assert torch.equal(f.delta(1), joint.delta(1))
+        if rows == 1:   # the row went to the fact whose own share is the lower: its bare prompt gets more now
+            low = own.index(lo)
+            assert f.facts_info[low]["key_match"] > joint.facts_info[low]["key_match"] + 1e-3
 
 
 def test_every_layer_is_written_as_w_plus_its_delta(tiny_batch):

@@ -1,0 +1,160 @@
+"""Where do the graph's predicted ablations and the real model part? (issue 34; a reading: it chooses nothing.)
+
+    .venv/bin/python studies/graphs_faithfulness/freeze_parts.py --model gemma3-270m --threads 1
+
+`run.py` compares each top-10 feature's predicted ablation (linear, in the local replacement model: attention
+patterns and norm scales frozen, MLPs replaced by transcoders with their errors held, features passing changes at
+slope 1) with the real model, where nothing is frozen. Between the two lie three differences. This script measures
+the same ablations of the same 50 prompts under conditions that add them back one at a time:
+
+* ``replacement_exact``: the local replacement model run forward, attention and norms frozen, each MLP write
+  ``transcoder(x) + error`` with the error held at its clean value and the transcoder's TopK recomputed from the
+  live input (the graph's linearisation of the features removed, nothing else);
+* ``frozen_both``: the real MLPs, attention patterns and norm scales frozen at their clean values;
+* ``frozen_norms`` / ``frozen_attention``: only one of the two frozen;
+* ``real``: nothing frozen (`run.py`'s measurement; checked here against its stored values).
+
+Each condition's clean forward (no ablation) must give the real model's logits (checked: the conditions only freeze
+what the clean run already computed). The figures are `run.py`'s: sign agreement with the prediction, pooled
+Spearman, over the same ablations. Writes ``freeze_parts_NAME.json`` beside this file.
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import interp
+from interp.analyses.graphs.replacement import LocalReplacement
+from interp.analyses.patching.activation import spearman
+from interp.cli.features import add_dictionary_options, dictionaries_for
+from interp.core.provenance import provenance
+from interp.analyses.features.use import feature_hooks
+
+from run import known_facts
+
+HERE = Path(__file__).parent
+CONDITIONS = ("replacement_exact", "frozen_both", "frozen_norms", "frozen_attention", "real")
+
+
+def frozen_hooks(lrm: LocalReplacement, which: str) -> list:
+    """Hooks holding the norm scales ('norms'), the attention patterns ('attention') or both at the clean run's."""
+    def hold(v):
+        return lambda t, hook: v.to(t.dtype).expand(t.shape[0], *v.shape[1:])
+    keep = {"norms": (".hook_scale",), "attention": ("attn.hook_pattern",),
+            "both": (".hook_scale", "attn.hook_pattern")}[which]
+    return [(n, hold(v)) for n, v in lrm.frozen.items() if n.endswith(keep)]
+
+
+def replacement_hooks(lrm: LocalReplacement, ablate: tuple | None) -> list:
+    """Each MLP write as its transcoder of the live input plus the held error; ``ablate`` = (layer, pos, feature)
+    set to 0 after the TopK. The BOS position's features are zeroed as the graph folds them into its error."""
+    model, hooks, seen = lrm.model, [], {}
+    bos = int(lrm.tokens[0, 0]) == model.bos_token_id
+    for i in range(model.n_layers):
+        d = lrm.dicts.get(i)
+
+        def read(t, hook, i=i):
+            seen[i] = t
+
+        def write(t, hook, i=i, d=d):
+            if d is None:
+                return lrm.error[i].to(t.dtype).expand_as(t)
+            x = seen.pop(i).float()
+            a = d.encode(x)                                              # [1, pos, width]
+            if bos:
+                a[:, 0] = 0
+            if ablate is not None and ablate[0] == i:
+                a[:, ablate[1], ablate[2]] = 0
+            return (d.decode(a, x).float() + lrm.error[i]).to(t.dtype)
+        hooks += [(lrm.read[i], read), (lrm.write[i], write)]
+    return hooks
+
+
+def logit_value(model, toks, tid, hooks) -> float:
+    with torch.no_grad(), model.hooks(hooks, description="freeze_parts"):
+        lg = model.forward(toks)[0, -1].float()
+    return float(lg[tid] - lg.mean())
+
+
+def measure(model, tc, lrm, toks, tid, feat) -> dict:
+    """{condition: logit change} for ablating ``feat`` = (layer, pos, feature) under each condition."""
+    layer, pos, f = feat
+    edit = feature_hooks(model, tc, [(layer, f, "ablate", 0.0, [pos])])
+    out = {}
+    for c in CONDITIONS:
+        if c == "replacement_exact":
+            base, hooks = frozen_hooks(lrm, "both") + replacement_hooks(lrm, None), \
+                frozen_hooks(lrm, "both") + replacement_hooks(lrm, feat)
+        else:
+            fr = [] if c == "real" else frozen_hooks(lrm, c.split("_")[1])
+            base, hooks = fr, fr + edit
+        out[c] = logit_value(model, toks, tid, hooks) - logit_value(model, toks, tid, base)
+    return out
+
+
+def figures(pred, meas) -> dict:
+    return {"sign_agreement": sum((a > 0) == (b > 0) for a, b in zip(pred, meas)) / len(pred),
+            "spearman": spearman(pred, meas)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--n", type=int, default=50)
+    ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    add_dictionary_options(ap)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    prov = provenance(" ".join(["python studies/graphs_faithfulness/freeze_parts.py", *sys.argv[1:]]))
+    model = interp.load(args.model)
+    tc = dictionaries_for(args, model)
+    stored = json.loads((HERE / ("results.json" if args.model is None else f"results_{args.model}.json")).read_text())
+    stored = {p["prompt"]: p for p in stored["prompts"]}
+    t0 = time.time()
+    pairs = interp.patching.fact_pairs(model, known_facts(model, "test"), n=args.n, seed=args.seed)
+    prompts, worst_clean, worst_stored = [], 0.0, 0.0
+    for k, (prompt, answer) in enumerate(zip(pairs.clean, pairs.answers)):
+        g = interp.attribution_graph(model, tc, prompt, targets=[answer])
+        feats = g.predicted_ablation().head(args.top)
+        lrm = LocalReplacement(model, tc, prompt)
+        toks, tid = lrm.tokens, model.to_single_token(answer)
+        real = logit_value(model, toks, tid, [])
+        for which in ("both", "norms", "attention"):        # freezing what the clean run computed changes nothing
+            worst_clean = max(worst_clean, abs(logit_value(model, toks, tid, frozen_hooks(lrm, which)) - real))
+        worst_clean = max(worst_clean, abs(logit_value(model, toks, tid, frozen_hooks(lrm, "both")
+                                                       + replacement_hooks(lrm, None)) - real))
+        rows = []
+        for _, r in feats.iterrows():
+            m = measure(model, tc, lrm, toks, tid, (int(r["layer"]), int(r["pos"]), int(r["feature"])))
+            rows.append({"layer": int(r["layer"]), "pos": int(r["pos"]), "feature": int(r["feature"]),
+                         "predicted": float(r["predicted"]), **m})
+        s = stored.get(prompt)
+        if s is not None:
+            worst_stored = max(worst_stored, max(abs(a - r["real"]) for a, r in zip(s["measured"], rows)))
+        prompts.append({"prompt": prompt, "target": answer, "rows": rows})
+        print(f"{k + 1}/{len(pairs.clean)} {prompt!r} ({time.time() - t0:.0f} s)", flush=True)
+    pred = [r["predicted"] for p in prompts for r in p["rows"]]
+    table = {c: figures(pred, [r[c] for p in prompts for r in p["rows"]]) for c in CONDITIONS}
+    table["real_vs_frozen_both"] = figures([r["frozen_both"] for p in prompts for r in p["rows"]],
+                                           [r["real"] for p in prompts for r in p["rows"]])
+    table["frozen_both_vs_replacement_exact"] = figures([r["replacement_exact"] for p in prompts for r in p["rows"]],
+                                                        [r["frozen_both"] for p in prompts for r in p["rows"]])
+    doc = {"figures": table, "check_clean_max_abs": worst_clean, "check_real_vs_stored_max_abs": worst_stored,
+           "n_prompts": len(prompts), "top": args.top, "prompts": prompts, "model": model.source,
+           "dictionaries": tc.settings, "commit": prov["commit"], "command": prov["command"], "provenance": prov,
+           "threads": args.threads, "seconds": round(time.time() - t0)}
+    name = "freeze_parts" if args.model is None else f"freeze_parts_{args.model}"
+    (HERE / f"{name}.json").write_text(json.dumps(doc, indent=1))
+    for c, v in table.items():
+        print(f"{c}: sign agreement {v['sign_agreement']:.3f}, Spearman {v['spearman']:.3f}")
+    print(f"checks: clean conditions vs real {worst_clean:.2e}; real vs stored {worst_stored:.2e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -174,6 +174,16 @@ def run_compare(args) -> None:
     stats = {l: second_moment(s, l, model.d_mlp) for l, s in memit_stats(model, layers, base.mom2_n_tokens).items()}
     tg, target_seconds = load_targets(model, facts, Path(args.work), base)
     n_parts = len(list(Path(args.work).glob("targets_*of*.json")))
+    parts = {"main": len(facts)}
+    if args.also:    # a second records file's dev facts in the same batch, after the first's (their own targets)
+        more = dev_facts(None, args.split, args.also, args.model)
+        tg2, s2 = load_targets(model, more, Path(args.work_root).joinpath(
+            *([args.model] if args.model else []), Path(args.also).stem), base)
+        if tg2.templates != tg.templates or tg2.layer != tg.layer:
+            raise SystemExit("the two records files' targets were made with other templates or at another layer")
+        tg = Targets(tg.layer, tg.requests + tg2.requests, torch.cat([tg.z, tg2.z]), torch.cat([tg.init, tg2.init]),
+                     tg.batches + tg2.batches, tg.info + tg2.info, tg.losses + tg2.losses, tg.templates, tg.seed)
+        facts, target_seconds, parts = facts + more, target_seconds + s2, {"main": len(facts), "also": len(more)}
     digest = model.weights_digest()
     sizes = [len(facts) if s == "all" else int(s) for s in args.n.split(",")]
     betas = [float(b) for b in args.betas.split(",")]
@@ -214,6 +224,9 @@ def run_compare(args) -> None:
                "bare_key_when": args.bare_when, "bare_key_threshold": tau, "preserve_weight": mu, "preserve_count": args.preserve_count,
                "preserve_select": args.preserve_select, "bare_rows": {str(l): v["bare_rows"] for l, v in res["norms"].items()},
                "aggregates": aggregate(rows, facts[:n]),
+               **({"aggregates_main": aggregate(rows[:parts["main"]], facts[:parts["main"]]),
+                   "aggregates_also": aggregate(rows[parts["main"]:], facts[parts["main"]:n])}
+                  if args.also and n == len(facts) else {}),
                "relative_update": {str(l): v["relative_update"] for l, v in res["norms"].items()},
                "seconds": time.perf_counter() - t0, "rows": rows}
         runs.append(run)
@@ -223,6 +236,11 @@ def run_compare(args) -> None:
               f"{a['efficacy_acc']['mean']:.1f}/{a['paraphrase_acc']['mean']:.1f}/"
               f"{a['neighborhood_acc']['mean']:.1f} | subject-first fails "
               f"{a['efficacy_fail_subject_first']} ({run['seconds']:.0f} s)", flush=True)
+        for part in ("main", "also"):
+            if f"aggregates_{part}" in run:
+                b = run[f"aggregates_{part}"]
+                print(f"  {part}: ES {b['efficacy_score']['mean']:.1f} PS {b['paraphrase_score']['mean']:.1f} "
+                      f"NS {b['neighborhood_score']['mean']:.1f} HM {b['harmonic_mean']:.2f}", flush=True)
     chosen = choose(runs, len(facts)) if args.split == "dev" else None  # the test split checks, never chooses
     out = {"model": f"embedded SmolLM2-135M-Instruct (fingerprint {model.fingerprint})", "split": args.split,
            "facts": f"{len(facts)} {args.split} facts: the first fact of every subject, in file order",
@@ -241,6 +259,7 @@ def run_compare(args) -> None:
                       + (f" --preserve-weights {args.preserve_weights} --preserve-count {args.preserve_count}"
                          f" --preserve-select {args.preserve_select}" if args.preserve_weights != "0" else "")
                       + (f" --records {args.records}" if args.records else "")
+                      + (f" --also {args.also}" if args.also else "")
                       + (f" --model {args.model}" if args.model else "")
                       + (f" --split {args.split}" if args.split != "dev" else "")
                       + (f" --limit {args.limit}" if args.limit else ""),
@@ -303,6 +322,8 @@ def main() -> None:
     c.add_argument("--preserve-weights", default="0", help="comma-separated preserve_weight (μ) values")
     c.add_argument("--preserve-count", type=int, default=MemitHparams.preserve_count, help="preserve_count")
     c.add_argument("--preserve-select", default="first", choices=["first", "nearest"], help="preserve_select")
+    c.add_argument("--also", default=None, metavar="RECORDS",
+                   help="add this records file's dev facts (targets from its own --work) after the first's, one batch")
     c.add_argument("--out", default=str(OUT))
     m = sub.add_parser("merge", help="join several compare outputs and apply the choice rule")
     m.add_argument("files", nargs="+")
@@ -315,6 +336,7 @@ def main() -> None:
         p.add_argument("--records", default=None, help="a records file (default: the model's own facts.jsonl)")
         p.add_argument("--model", default=None, help="a model interp.load knows (default: the embedded SmolLM2)")
     args = ap.parse_args()
+    args.work_root = args.work if args.stage != "merge" else None
     if args.stage != "merge" and args.work == str(WORK):  # each records file and split keeps its own targets
         parts = ([args.model] if args.model else []) + ([Path(args.records).stem] if args.records else []) + (
             [args.split] if args.split != "dev" else [])

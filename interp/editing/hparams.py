@@ -149,8 +149,8 @@ class MemitHparams(VStarHparams):
     table cites the study). Every layer is solved for the facts' template-mean keys; ``key_spread_weight`` β > 0
     also asks every templated key for the fact's share, ``bare_key_weight`` γ > 0 the bare rewrite prompt's key
     (of the facts ``bare_key_when`` picks) (:mod:`interp.editing.memit_solve`); ``preserve_weight`` μ > 0 asks
-    ``preserve_count`` other subjects' keys under the batch's prompts to keep their outputs
-    (:mod:`interp.editing.preserve`)."""
+    ``preserve_count`` other subjects' keys under the batch's prompts to keep their outputs, and
+    ``neighbour_mean_weight`` ν > 0 their mean key under each bare prompt (:mod:`interp.editing.preserve`)."""
     templates: tuple = ((10, 5),)           # (tokens, count) of sampled context prefixes besides "{}" (paper: 5 x 10)
     clamp_norm_factor: float = 0.75         # |delta| <= factor * |h| (the residual at the last layer)
     mom2_update_weight: float = 2500.0      # λ in λ C + K Kᵀ (GPT-J 15000, GPT-2 XL 20000)
@@ -161,16 +161,18 @@ class MemitHparams(VStarHparams):
     preserve_weight: float = 0.0            # μ: weight of other subjects' keys under the batch's prompts (preserve.py)
     preserve_count: int = 1000              # how many of those subjects (records/preserve_subjects.json)
     preserve_select: str = "first"          # which: the list's "first", or per prompt the "nearest" to the batch's
+    neighbour_mean_weight: float = 0.0      # ν: weight of those subjects' mean key under each bare prompt (preserve.py)
 
     KIND = "MEMIT"
 
     def check(self) -> None:
         super().check()
         check_positive(self, "mom2_update_weight")
-        check_non_negative(self, "key_spread_weight", "bare_key_weight", "preserve_weight",
+        check_non_negative(self, "key_spread_weight", "bare_key_weight", "preserve_weight", "neighbour_mean_weight",
                            zero_means={"key_spread_weight": "the template-mean keys alone",
                                        "bare_key_weight": "no bare-key row",
-                                       "preserve_weight": "no preserved subject keys"})
+                                       "preserve_weight": "no preserved subject keys",
+                                       "neighbour_mean_weight": "no mean neighbour key"})
         check_count(self, "preserve_count")
         t = self.bare_key_threshold
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0:

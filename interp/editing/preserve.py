@@ -15,6 +15,15 @@ each prompt's statistics stand for. The subjects are the first ``preserve_count`
 ``records/preserve_subjects.json`` (Wikipedia titles that no shipped record or candidate pool names:
 ``data/build/build_preserve_subjects.py``) other than the batch's own; their keys are read once, from the model
 before the edit, as ``C`` is.
+
+The mean neighbour key (``neighbour_mean_weight`` ν). A neighbourhood prompt reads another subject bare, with nothing
+before it but the prompt's own words; for a prompt that starts with the subject that is right after BOS, a reading
+the Wikipedia statistics behind ``C`` hardly contain. Every subject read so shares a common part of its key, and a
+batch of edits whose bare keys (the bare-key row γ) all ask for outputs moves that part: on dev, the row's
+neighbourhood cost sat in the relations whose prompts start with the subject (study "memit_shared"). With ν > 0
+the solve also asks ``|ΔW m_p|² ≈ 0`` for ``m_p`` the mean bare key of the same ``preserve_count`` subjects under
+each distinct prompt ``p``: ``+ ν Σ_p tr(ΔW m_p m_pᵀ ΔWᵀ)``, one direction per prompt, the common part alone, not
+the subject-specific directions the edits need (``P_p`` above holds both).
 """
 
 from __future__ import annotations
@@ -119,10 +128,16 @@ def preserve_terms(model, requests, layers, hp, templates, progress=None) -> dic
     (``preserve_weight`` μ, ``preserve_count``, ``preserve_select``), read from the model before the edit; None
     at μ = 0. "first": the list's first subjects, the same for every prompt; "nearest": per prompt, those most
     like the batch's own subjects under it (:func:`nearest_subjects`, at the range's last layer)."""
-    if not hp.preserve_weight:
+    if not hp.preserve_weight and not hp.neighbour_mean_weight:
         return None
     own = [r["subject"] for r in requests]
     prompts = [r["prompt"] for r in requests]
+    means = None
+    if hp.neighbour_mean_weight:
+        means = {l: float(hp.neighbour_mean_weight) * m for l, m in
+                 mean_moments(model, prompts, preserve_subjects(hp.preserve_count, exclude=own), layers).items()}
+        if not hp.preserve_weight:
+            return means
     if hp.preserve_select == "nearest":
         preserve_subjects(hp.preserve_count)                                          # checks the count
         prefix = lambda p: p[: p.index("{}")]                     # prompts alike up to the subject share keys
@@ -134,4 +149,26 @@ def preserve_terms(model, requests, layers, hp, templates, progress=None) -> dic
         subjects = preserve_subjects(hp.preserve_count, exclude=own)
     notify(progress, stage="preserve", subjects=hp.preserve_count, prompts=len(set(prompts)))
     moments = preserved_moments(model, prompts, subjects, layers, templates)
-    return {l: float(hp.preserve_weight) * m for l, m in moments.items()}
+    return {l: float(hp.preserve_weight) * m + (0 if means is None else means[l]) for l, m in moments.items()}
+
+
+def mean_moments(model, prompts, subjects, layers, *, chunk: int = 64) -> dict[int, torch.Tensor]:
+    """``{layer: Σ_p m_p m_pᵀ}`` [d_mlp, d_mlp] float64, ``m_p`` the mean over ``subjects`` of the MLP key at the
+    subject's last token of the distinct prompt prefix ``p`` read bare (no context template), as a neighbourhood
+    prompt reads its subject. Kept in the model's cache."""
+    layers = [int(l) for l in layers]
+    table = model_cache(model, "memit.neighbour_mean")
+    digest = hashlib.sha256(json.dumps(list(subjects)).encode()).hexdigest()[:16]
+    total = {l: torch.zeros(model.d_mlp, model.d_mlp, dtype=torch.float64) for l in layers}
+    for prefix in sorted({p[: p.index("{}") + 2] for p in prompts}):
+        key = (prefix, digest, tuple(layers))
+        if key not in table:
+            sums, rows = {l: 0.0 for l in layers}, 0
+            for c in _key_chunks(model, prefix, subjects, layers, ["{}"], chunk):
+                rows += c[layers[0]].shape[0]
+                for l in layers:
+                    sums[l] = sums[l] + c[l].sum(0)                                   # [d_mlp]
+            table[key] = {l: sums[l] / rows for l in layers}
+        for l in layers:
+            total[l] += torch.outer(table[key][l], table[key][l])
+    return total

@@ -78,12 +78,52 @@ def test_preserve_subjects_skip_the_batch_and_check_the_count():
             preserve_subjects(bad)
 
 
+def test_the_mean_neighbour_key_is_one_row_per_prompt_asked_to_keep_its_output(tiny3):
+    """``neighbour_mean_weight`` ν: ΔW minimises |ΔW k̄ - r|² + λ tr(ΔW C ΔWᵀ) + ν |ΔW m|², m the mean key of the
+    preserved subjects read bare (no context template) under the prompt, read here from their own forwards; a large
+    ν leaves m's output nearly unmoved, ν = 0 writes the plain edit's bits, and μ and ν together add their terms."""
+    m, stats = tiny3
+    lam, nu, count = 50.0, 400.0, 6
+    plain = memit_edit(m, [REQ], layers=[1], stats=stats, mom2_update_weight=lam, **FAST)
+    plain.revert()
+    zero = memit_edit(m, [REQ], layers=[1], stats=stats, mom2_update_weight=lam, neighbour_mean_weight=0.0, **FAST)
+    zero.revert()
+    assert torch.equal(zero.delta(1), plain.delta(1))
+    subjects = preserve_subjects(count, exclude=[REQ["subject"]])
+    mean = torch.cat([keys_of(m, REQ["prompt"], s, ["{}"], 1) for s in subjects]).mean(0)          # [d_mlp]
+    k = keys_of(m, REQ["prompt"], REQ["subject"], plain.templates, 1).mean(0)
+    evals, evecs = torch.linalg.eigh(stats[1].mom2)
+    c_half = evecs @ torch.diag(evals.clamp_min(0).sqrt()) @ evecs.T
+    for n in (nu, 1e6):
+        e = memit_edit(m, [REQ], layers=[1], stats=stats, mom2_update_weight=lam, neighbour_mean_weight=n,
+                       preserve_count=count, **FAST)
+        e.revert()
+        r = e.resids[1][0]
+        a = torch.cat([k[None], math.sqrt(lam) * c_half, math.sqrt(n) * mean[None]])
+        b = torch.cat([r[None], torch.zeros(m.d_mlp + 1, m.d_model, dtype=torch.float64)])
+        expected = torch.linalg.lstsq(a, b).solution.T
+        assert float((e.delta(1) - expected).norm() / expected.norm()) < 1e-4
+    assert float((e.delta(1) @ mean).norm()) < 0.01 * float((plain.delta(1) @ mean).norm())
+    assert float((e.delta(1) @ k).norm()) > 0.5 * float((plain.delta(1) @ k).norm())   # the edit itself stays
+    both = memit_edit(m, [REQ], layers=[1], stats=stats, mom2_update_weight=lam, neighbour_mean_weight=nu,
+                      preserve_weight=200.0, preserve_count=count, **FAST)
+    both.revert()
+    p = torch.cat([keys_of(m, REQ["prompt"], s, both.templates, 1) for s in subjects])
+    a = torch.cat([k[None], math.sqrt(lam) * c_half, math.sqrt(200.0 / len(p)) * p, math.sqrt(nu) * mean[None]])
+    b = torch.cat([both.resids[1][0][None], torch.zeros(m.d_mlp + len(p) + 1, m.d_model, dtype=torch.float64)])
+    expected = torch.linalg.lstsq(a, b).solution.T
+    assert float((both.delta(1) - expected).norm() / expected.norm()) < 1e-4
+
+
 def test_bad_preserve_hparams_are_refused(tiny3):
     m, stats = tiny3
     digest = m.weights_digest()
     for bad in (-1.0, float("inf"), float("nan"), "1", True):
         with pytest.raises(ValueError, match=r"preserve_weight=.*allowed: a finite number >= 0"):
             memit_edit(m, [REQ], layers=[0, 1], stats=stats, preserve_weight=bad)
+    for bad in (-1.0, float("inf"), "1"):
+        with pytest.raises(ValueError, match=r"neighbour_mean_weight=.*allowed: a finite number >= 0 \(0: no mean"):
+            memit_edit(m, [REQ], layers=[0, 1], stats=stats, neighbour_mean_weight=bad)
     with pytest.raises(ValueError, match=r"preserve_count"):
         memit_edit(m, [REQ], layers=[0, 1], stats=stats, preserve_weight=1.0, preserve_count=0)
     with pytest.raises(ValueError, match=r"preserve_count=99999999; allowed: an integer in 1\.\."):

@@ -56,7 +56,8 @@ that is asked.
 
 Other subjects' keys (``preserve_weight`` μ). ``+ μ Σ_p tr(ΔW P_p ΔWᵀ)`` with ``P_p`` the mean ``k kᵀ`` of
 other subjects' keys under the batch's prompt ``p`` (:mod:`interp.editing.preserve`): only the Gram term changes,
-``λC + KᵀK + μ Σ_p P_p``.
+``λC + KᵀK + μ Σ_p P_p``. ``neighbour_mean_weight`` ν adds ``ν Σ_p m_p m_pᵀ``, ``m_p`` those subjects' mean key
+under the bare prompt ``p`` (the part of a neighbour's key that every subject so read shares).
 """
 
 from __future__ import annotations

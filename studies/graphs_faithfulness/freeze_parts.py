@@ -10,7 +10,8 @@ the same ablations of the same 50 prompts under conditions that add them back on
 * ``replacement_exact``: the local replacement model run forward, attention and norms frozen, each MLP write
   ``transcoder(x) + error`` with the error held at its clean value and the transcoder's TopK recomputed from the
   live input (the graph's linearisation of the features removed, nothing else);
-* ``replacement_live``: the same MLP writes, nothing frozen;
+* ``replacement_live``: the same MLP writes, nothing frozen (``replacement_norms`` / ``replacement_attention``:
+  only the norms' scales or only the attention patterns frozen; asked for with ``--conditions``);
 * ``frozen_both``: the real MLPs, attention patterns and norm scales frozen at their clean values;
 * ``frozen_norms`` / ``frozen_attention``: only one of the two frozen;
 * ``real``: nothing frozen (`run.py`'s measurement; checked here against its stored values).
@@ -46,6 +47,8 @@ from run import known_facts
 
 HERE = Path(__file__).parent
 CONDITIONS = ("replacement_exact", "replacement_live", "frozen_both", "frozen_norms", "frozen_attention", "real")
+MORE = ("replacement_norms", "replacement_attention")
+REPLACEMENT_FROZEN = {"replacement_exact": "both", "replacement_norms": "norms", "replacement_attention": "attention"}
 MLP_POST_NORM = ".ln2_post.hook_scale"
 
 
@@ -91,14 +94,14 @@ def logit_value(model, toks, tid, hooks) -> float:
     return float(lg[tid] - lg.mean())
 
 
-def measure(model, tc, lrm, toks, tid, feat) -> dict:
+def measure(model, tc, lrm, toks, tid, feat, conditions=CONDITIONS) -> dict:
     """{condition: logit change} for ablating ``feat`` = (layer, pos, feature) under each condition."""
     layer, pos, f = feat
     edit = feature_hooks(model, tc, [(layer, f, "ablate", 0.0, [pos])])
     out = {}
-    for c in CONDITIONS:
+    for c in conditions:
         if c.startswith("replacement"):
-            fr = frozen_hooks(lrm, "both") if c == "replacement_exact" else []
+            fr = frozen_hooks(lrm, REPLACEMENT_FROZEN[c]) if c in REPLACEMENT_FROZEN else []
             base, hooks = fr + replacement_hooks(lrm, None), fr + replacement_hooks(lrm, feat)
         else:
             fr = [] if c == "real" else frozen_hooks(lrm, c.split("_")[1], mlp_post_norms=False)
@@ -121,8 +124,16 @@ def main():
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--conditions", default=",".join(CONDITIONS),
+                    help=f"comma-separated, of {', '.join(CONDITIONS + MORE)} (another set needs --out)")
+    ap.add_argument("--out", default=None, help="where to write (default: freeze_parts[_MODEL].json here)")
     add_dictionary_options(ap)
     args = ap.parse_args()
+    conditions = tuple(args.conditions.split(","))
+    if set(conditions) - set(CONDITIONS + MORE):
+        raise SystemExit(f"--conditions {args.conditions}; allowed: {', '.join(CONDITIONS + MORE)}")
+    if conditions != CONDITIONS and not args.out:
+        raise SystemExit("--conditions other than the default set need --out FILE")
     torch.set_num_threads(args.threads)
     prov = provenance(" ".join(["python studies/graphs_faithfulness/freeze_parts.py", *sys.argv[1:]]))
     model = interp.load(args.model)
@@ -141,20 +152,29 @@ def main():
         for which in ("both", "norms", "attention"):        # freezing what the clean run computed changes nothing
             worst_clean = max(worst_clean, abs(logit_value(model, toks, tid, frozen_hooks(
                 lrm, which, mlp_post_norms=False)) - real))
-        for fr in (frozen_hooks(lrm, "both"), []):
+        for fr in (frozen_hooks(lrm, "both"), frozen_hooks(lrm, "norms"), frozen_hooks(lrm, "attention"), []):
             worst_clean = max(worst_clean, abs(logit_value(model, toks, tid, fr + replacement_hooks(lrm, None)) - real))
         rows = []
         for _, r in feats.iterrows():
-            m = measure(model, tc, lrm, toks, tid, (int(r["layer"]), int(r["pos"]), int(r["feature"])))
+            m = measure(model, tc, lrm, toks, tid, (int(r["layer"]), int(r["pos"]), int(r["feature"])), conditions)
             rows.append({"layer": int(r["layer"]), "pos": int(r["pos"]), "feature": int(r["feature"]),
                          "predicted": float(r["predicted"]), **m})
         s = stored.get(prompt)
-        if s is not None:
+        if s is not None and "real" in conditions:
             worst_stored = max(worst_stored, max(abs(a - r["real"]) for a, r in zip(s["measured"], rows)))
         prompts.append({"prompt": prompt, "target": answer, "rows": rows})
         print(f"{k + 1}/{len(pairs.clean)} {prompt!r} ({time.time() - t0:.0f} s)", flush=True)
     pred = [r["predicted"] for p in prompts for r in p["rows"]]
-    table = {c: figures(pred, [r[c] for p in prompts for r in p["rows"]]) for c in CONDITIONS}
+    table = {c: figures(pred, [r[c] for p in prompts for r in p["rows"]]) for c in conditions}
+    if conditions != CONDITIONS:
+        doc = {"figures": table, "check_clean_max_abs": worst_clean, "n_prompts": len(prompts), "top": args.top,
+               "prompts": prompts, "model": model.source, "dictionaries": tc.settings, "commit": prov["commit"],
+               "command": prov["command"], "provenance": prov, "threads": args.threads,
+               "seconds": round(time.time() - t0)}
+        Path(args.out).write_text(json.dumps(doc, indent=1))
+        for c, v in table.items():
+            print(f"{c}: sign agreement {v['sign_agreement']:.3f}, Spearman {v['spearman']:.3f}")
+        return
     table["real_vs_frozen_both"] = figures([r["frozen_both"] for p in prompts for r in p["rows"]],
                                            [r["real"] for p in prompts for r in p["rows"]])
     table["replacement_live_vs_replacement_exact"] = figures(

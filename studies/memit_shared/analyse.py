@@ -96,13 +96,14 @@ def runs_table(paths: list, relation: str | None = None) -> pd.DataFrame:
             es, ps, ns = (mean(f"{s}_score") for s in ("efficacy", "paraphrase", "neighborhood"))
             out.append({"n": run["n"], "facts": len(rows), "λ": run["mom2_update_weight"],
                         "γ": run.get("bare_key_weight", 0.0), "μ": run.get("preserve_weight", 0.0),
+                        "ν": run.get("neighbour_mean_weight", 0.0),
                         "preserved": (f"{run.get('preserve_select', 'first')} {run['preserve_count']}"
                                       if run.get("preserve_weight") else "-"),
                         "ES": es, "PS": ps, "NS": ns, "NS unedited": mean("neighborhood_unedited_score"),
                         "HM": 3 / sum(1 / max(v, 1e-9) for v in (es, ps, ns)),
                         "strict ES": mean("efficacy_acc"), "strict PS": mean("paraphrase_acc"),
                         "strict NS": mean("neighborhood_acc")})
-    return pd.DataFrame(out).sort_values(["n", "preserved", "λ", "μ"]).reset_index(drop=True)
+    return pd.DataFrame(out).sort_values(["n", "preserved", "λ", "μ", "ν"]).reset_index(drop=True)
 
 
 def by_pair(single: str, batched: str) -> tuple:

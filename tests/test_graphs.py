@@ -2,6 +2,8 @@
 constant terms are its pre-activation; every edge equals the frozen model's explicit Jacobian; influence and
 pruning match their definitions — on tiny models."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -41,12 +43,20 @@ def test_frozen_replacement_reproduces_the_real_logits(which, request):
     m = request.getfixturevalue(which)
     for layers in (range(m.n_layers), [1]):                         # every MLP replaced, or one (the rest: errors)
         lrm = LocalReplacement(m, _transcoders(m, layers), TEXT)
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
             real = m.forward(m.to_tokens(TEXT))[0].float()
             frozen, _ = lrm.run(3)
         for r in range(3):
             torch.testing.assert_close(frozen[r].float(), real, rtol=1e-4, atol=1e-4)
+        # holding the norms' scales is the method, not news: TransformerLens's warning on each edit is not shown
+        assert not [w for w in seen if "hook_scale" in str(w.message)]
     assert m.attached_hook_count() == 0
+    scale = next(n for n in m.hook_names() if n.endswith(".hook_scale"))
+    with torch.no_grad(), warnings.catch_warnings(record=True) as seen, m.hooks([(scale, lambda t, hook: t * 1.0)]):
+        warnings.simplefilter("always")
+        m.forward(m.to_tokens(TEXT))
+    assert [w for w in seen if "hook_scale" in str(w.message)]    # the same edit outside the graph still warns
 
 
 def _frozen_targets(lrm, targets, taps, *, zero_sources=False):

@@ -39,30 +39,43 @@ def keys_of(m, prompt, subject, templates, layer):
     return torch.stack(out)
 
 
+def reverted(m, stats, lam, **hp):
+    """A one-fact MEMIT edit at layer 1, reverted (its delta, keys and residual shares kept)."""
+    e = memit_edit(m, [REQ], layers=[1], stats=stats, mom2_update_weight=lam, **hp, **FAST)
+    e.revert()
+    return e
+
+
+def plain_edit(m, stats, lam, weight: str):
+    """The plain edit, checked to be what the ``weight`` hyperparameter at 0 writes, bit for bit."""
+    plain = reverted(m, stats, lam)
+    assert torch.equal(reverted(m, stats, lam, **{weight: 0.0}).delta(1), plain.delta(1))
+    return plain
+
+
+def stacked_fit(k, r, stats, lam, rows):
+    """ΔW [d_model, d_mlp] minimising |ΔW k - r|² + λ tr(ΔW C ΔWᵀ) + Σ_j |ΔW row_j|², as one least-squares system
+    (C's square root from its eigendecomposition): the independent computation the solve is checked against."""
+    evals, evecs = torch.linalg.eigh(stats[1].mom2)
+    c_half = evecs @ torch.diag(evals.clamp_min(0).sqrt()) @ evecs.T
+    a = torch.cat([k[None], math.sqrt(lam) * c_half, rows])
+    b = torch.cat([r[None], torch.zeros(a.shape[0] - 1, r.shape[0], dtype=torch.float64)])
+    return torch.linalg.lstsq(a, b).solution.T
+
+
 def test_preserved_keys_are_rows_asked_to_keep_their_outputs(tiny3):
     """ΔW minimises |ΔW k̄ - r|² + λ tr(ΔW C ΔWᵀ) + μ mean_j |ΔW p_j|² over the preserved subjects' keys p_j (every
     context template), solved as a stacked least-squares system; the preserved keys' outputs move less than under
     the plain edit, and μ = 0 writes the plain edit's bits."""
     m, stats = tiny3
     lam, mu, count = 50.0, 200.0, 6
-    plain = memit_edit(m, [REQ], layers=[1], stats=stats, mom2_update_weight=lam, **FAST)
-    plain.revert()
-    zero = memit_edit(m, [REQ], layers=[1], stats=stats, mom2_update_weight=lam, preserve_weight=0.0, **FAST)
-    zero.revert()
-    assert torch.equal(zero.delta(1), plain.delta(1))
-    e = memit_edit(m, [REQ], layers=[1], stats=stats, mom2_update_weight=lam, preserve_weight=mu,
-                   preserve_count=count, **FAST)
-    e.revert()
+    plain = plain_edit(m, stats, lam, "preserve_weight")
+    e = reverted(m, stats, lam, preserve_weight=mu, preserve_count=count)
     subjects = preserve_subjects(count, exclude=[REQ["subject"]])
     p = torch.cat([keys_of(m, REQ["prompt"], s, e.templates, 1) for s in subjects])          # [rows, d_mlp]
     k = keys_of(m, REQ["prompt"], REQ["subject"], e.templates, 1).mean(0)
     assert torch.allclose(e.keys[1][0], k, rtol=1e-4, atol=1e-6)
-    r = e.resids[1][0]
-    evals, evecs = torch.linalg.eigh(stats[1].mom2)
-    c_half = evecs @ torch.diag(evals.clamp_min(0).sqrt()) @ evecs.T
-    a = torch.cat([k[None], math.sqrt(lam) * c_half, math.sqrt(mu / len(p)) * p])
-    b = torch.cat([r[None], torch.zeros(m.d_mlp + len(p), m.d_model, dtype=torch.float64)])
-    expected = torch.linalg.lstsq(a, b).solution.T
+    expected = stacked_fit(k, e.resids[1][0], stats, lam, math.sqrt(mu / len(p)) * p)
     assert float((e.delta(1) - expected).norm() / expected.norm()) < 1e-4
     moved = lambda d: float((p @ d.T).norm())
     assert moved(e.delta(1)) < 0.5 * moved(plain.delta(1))
@@ -84,34 +97,20 @@ def test_the_mean_neighbour_key_is_one_row_per_prompt_asked_to_keep_its_output(t
     ν leaves m's output nearly unmoved, ν = 0 writes the plain edit's bits, and μ and ν together add their terms."""
     m, stats = tiny3
     lam, nu, count = 50.0, 400.0, 6
-    plain = memit_edit(m, [REQ], layers=[1], stats=stats, mom2_update_weight=lam, **FAST)
-    plain.revert()
-    zero = memit_edit(m, [REQ], layers=[1], stats=stats, mom2_update_weight=lam, neighbour_mean_weight=0.0, **FAST)
-    zero.revert()
-    assert torch.equal(zero.delta(1), plain.delta(1))
+    plain = plain_edit(m, stats, lam, "neighbour_mean_weight")
     subjects = preserve_subjects(count, exclude=[REQ["subject"]])
     mean = torch.cat([keys_of(m, REQ["prompt"], s, ["{}"], 1) for s in subjects]).mean(0)          # [d_mlp]
     k = keys_of(m, REQ["prompt"], REQ["subject"], plain.templates, 1).mean(0)
-    evals, evecs = torch.linalg.eigh(stats[1].mom2)
-    c_half = evecs @ torch.diag(evals.clamp_min(0).sqrt()) @ evecs.T
     for n in (nu, 1e6):
-        e = memit_edit(m, [REQ], layers=[1], stats=stats, mom2_update_weight=lam, neighbour_mean_weight=n,
-                       preserve_count=count, **FAST)
-        e.revert()
-        r = e.resids[1][0]
-        a = torch.cat([k[None], math.sqrt(lam) * c_half, math.sqrt(n) * mean[None]])
-        b = torch.cat([r[None], torch.zeros(m.d_mlp + 1, m.d_model, dtype=torch.float64)])
-        expected = torch.linalg.lstsq(a, b).solution.T
+        e = reverted(m, stats, lam, neighbour_mean_weight=n, preserve_count=count)
+        expected = stacked_fit(k, e.resids[1][0], stats, lam, math.sqrt(n) * mean[None])
         assert float((e.delta(1) - expected).norm() / expected.norm()) < 1e-4
     assert float((e.delta(1) @ mean).norm()) < 0.01 * float((plain.delta(1) @ mean).norm())
     assert float((e.delta(1) @ k).norm()) > 0.5 * float((plain.delta(1) @ k).norm())   # the edit itself stays
-    both = memit_edit(m, [REQ], layers=[1], stats=stats, mom2_update_weight=lam, neighbour_mean_weight=nu,
-                      preserve_weight=200.0, preserve_count=count, **FAST)
-    both.revert()
+    both = reverted(m, stats, lam, neighbour_mean_weight=nu, preserve_weight=200.0, preserve_count=count)
     p = torch.cat([keys_of(m, REQ["prompt"], s, both.templates, 1) for s in subjects])
-    a = torch.cat([k[None], math.sqrt(lam) * c_half, math.sqrt(200.0 / len(p)) * p, math.sqrt(nu) * mean[None]])
-    b = torch.cat([both.resids[1][0][None], torch.zeros(m.d_mlp + len(p) + 1, m.d_model, dtype=torch.float64)])
-    expected = torch.linalg.lstsq(a, b).solution.T
+    expected = stacked_fit(k, both.resids[1][0], stats, lam,
+                           torch.cat([math.sqrt(200.0 / len(p)) * p, math.sqrt(nu) * mean[None]]))
     assert float((both.delta(1) - expected).norm() / expected.norm()) < 1e-4
 
 

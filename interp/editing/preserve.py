@@ -19,11 +19,12 @@ before the edit, as ``C`` is.
 The mean neighbour key (``neighbour_mean_weight`` ν). A neighbourhood prompt reads another subject bare, with nothing
 before it but the prompt's own words; for a prompt that starts with the subject that is right after BOS, a reading
 the Wikipedia statistics behind ``C`` hardly contain. Every subject read so shares a common part of its key, and a
-batch of edits whose bare keys (the bare-key row γ) all ask for outputs moves that part: on dev, the row's
-neighbourhood cost sat in the relations whose prompts start with the subject (study "memit_shared"). With ν > 0
-the solve also asks ``|ΔW m_p|² ≈ 0`` for ``m_p`` the mean bare key of the same ``preserve_count`` subjects under
-each distinct prompt ``p``: ``+ ν Σ_p tr(ΔW m_p m_pᵀ ΔWᵀ)``, one direction per prompt, the common part alone, not
-the subject-specific directions the edits need (``P_p`` above holds both).
+batch of edits whose bare keys (the bare-key row γ) all ask for outputs can move that part. With ν > 0 the solve
+also asks ``|ΔW m_p|² ≈ 0`` for ``m_p`` the mean bare key of the same ``preserve_count`` subjects under each
+distinct prompt ``p``: ``+ ν Σ_p tr(ΔW m_p m_pᵀ ΔWᵀ)``, one direction per prompt, the common part alone, not the
+subject-specific directions the edits need (``P_p`` above holds both). On dev (study "memit_shared", 464 facts at
+once) it gave back about a fifth of the row's neighbourhood cost and lost some efficacy, so the default is ν = 0:
+the rest of the cost lies along directions that subjects of one kind share.
 """
 
 from __future__ import annotations
@@ -125,9 +126,10 @@ def _key_chunks(model, prefix, subjects, layers, templates, chunk):
 
 def preserve_terms(model, requests, layers, hp, templates, progress=None) -> dict | None:
     """``{layer: μ Σ_p P_p}`` for a batch of MEMIT requests (dicts with prompt and subject) under ``hp``
-    (``preserve_weight`` μ, ``preserve_count``, ``preserve_select``), read from the model before the edit; None
-    at μ = 0. "first": the list's first subjects, the same for every prompt; "nearest": per prompt, those most
-    like the batch's own subjects under it (:func:`nearest_subjects`, at the range's last layer)."""
+    (``preserve_weight`` μ, ``preserve_count``, ``preserve_select``), plus ``ν Σ_p m_p m_pᵀ``
+    (``neighbour_mean_weight``, :func:`mean_moments`), read from the model before the edit; None at μ = ν = 0.
+    "first": the list's first subjects, the same for every prompt; "nearest": per prompt, those most like the
+    batch's own subjects under it (:func:`nearest_subjects`, at the range's last layer)."""
     if not hp.preserve_weight and not hp.neighbour_mean_weight:
         return None
     own = [r["subject"] for r in requests]

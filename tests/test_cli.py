@@ -23,6 +23,33 @@ def test_every_analyzer_module_is_present_and_registers_commands():
             "edit", "eval-edits"} <= commands
 
 
+def test_sigterm_stops_a_command_as_ctrl_c_does(monkeypatch, capsys):
+    """TERM becomes a KeyboardInterrupt inside the command (where the trainers checkpoint on it: test_features'
+    resume test), the command exits 130, and the process's TERM handler is the one it had before."""
+    import os
+    import signal
+    import time
+
+    from interp.cli import features
+    reached = []
+
+    def handler(args, model=None):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(10)               # the signal is delivered by here
+        except KeyboardInterrupt:
+            reached.append("interrupted")
+            raise
+        pytest.fail("SIGTERM did not interrupt the command")
+
+    monkeypatch.setattr(features, "cli_train", handler)
+    before = signal.getsignal(signal.SIGTERM)
+    assert cli.main(["features", "train"]) == 130
+    assert reached == ["interrupted"]
+    assert "interrupted (signal SIGTERM)" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 def test_every_subcommand_takes_json():
     names = []
     for name, sub in cli.commands():

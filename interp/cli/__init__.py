@@ -9,9 +9,12 @@ document is printed, otherwise the text report. Errors in the arguments or the i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 
 import torch
 
@@ -97,11 +100,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def term_as_interrupt():
+    """SIGTERM stops a command as Ctrl-C does, so that a long run (dictionaries, the tuned lens, an edit
+    evaluation) keeps what it did: a job started in the background ignores SIGINT, and `kill` or a scheduler
+    sends TERM. The previous handler comes back on every exit."""
+    if threading.current_thread() is not threading.main_thread():     # signal handlers live on the main thread
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        result = args.func(args)
+        with term_as_interrupt():
+            result = args.func(args)
+    except KeyboardInterrupt as e:
+        print(f"interp {args.command}: interrupted{f' ({e})' if str(e) else ''}", file=sys.stderr)
+        return 130
     except (ValueError, FileNotFoundError) as e:
         if getattr(args, "json", False):
             print(json.dumps({"error": str(e), "type": type(e).__name__}))

@@ -92,8 +92,18 @@ def preserved_moments(model, prompts, subjects, layers, templates, *, chunk: int
     by_prefix = {}
     for p in prompts:
         by_prefix.setdefault(p[: p.index("{}") + 2], subjects[p] if isinstance(subjects, dict) else subjects)
-    table = model_cache(model, "memit.preserve")
     total = {l: torch.zeros(model.d_mlp, model.d_mlp, dtype=torch.float64) for l in layers}
+    for per_layer in _prefix_means(model, "memit.preserve", by_prefix, layers, templates, chunk, outer=True):
+        for l in layers:
+            total[l] += per_layer[l]
+    return total
+
+
+def _prefix_means(model, name, by_prefix, layers, templates, chunk, *, outer: bool):
+    """Per prefix of ``{prefix: subjects}``, in sorted order: ``{layer: mean}`` over subjects × templates of the
+    MLP key ``k`` at the subject's last token (``outer``: of ``k kᵀ`` [d_mlp, d_mlp]; else of ``k`` [d_mlp]),
+    float64, kept in the model's cache table ``name``."""
+    table = model_cache(model, name)
     for prefix, subs in sorted(by_prefix.items()):
         digest = hashlib.sha256(json.dumps([list(subs), list(templates)]).encode()).hexdigest()[:16]
         key = (prefix, digest, tuple(layers))
@@ -102,11 +112,9 @@ def preserved_moments(model, prompts, subjects, layers, templates, *, chunk: int
             for c in _key_chunks(model, prefix, subs, layers, templates, chunk):
                 rows += c[layers[0]].shape[0]
                 for l in layers:
-                    sums[l] = sums[l] + c[l].T @ c[l]                               # [d_mlp, d_mlp]
+                    sums[l] = sums[l] + (c[l].T @ c[l] if outer else c[l].sum(0))
             table[key] = {l: sums[l] / rows for l in layers}
-        for l in layers:
-            total[l] += table[key][l]
-    return total
+        yield table[key]
 
 
 def _key_chunks(model, prefix, subjects, layers, templates, chunk):
@@ -159,18 +167,9 @@ def mean_moments(model, prompts, subjects, layers, *, chunk: int = 64) -> dict[i
     subject's last token of the distinct prompt prefix ``p`` read bare (no context template), as a neighbourhood
     prompt reads its subject. Kept in the model's cache."""
     layers = [int(l) for l in layers]
-    table = model_cache(model, "memit.neighbour_mean")
-    digest = hashlib.sha256(json.dumps(list(subjects)).encode()).hexdigest()[:16]
+    by_prefix = {p[: p.index("{}") + 2]: subjects for p in prompts}
     total = {l: torch.zeros(model.d_mlp, model.d_mlp, dtype=torch.float64) for l in layers}
-    for prefix in sorted({p[: p.index("{}") + 2] for p in prompts}):
-        key = (prefix, digest, tuple(layers))
-        if key not in table:
-            sums, rows = {l: 0.0 for l in layers}, 0
-            for c in _key_chunks(model, prefix, subjects, layers, ["{}"], chunk):
-                rows += c[layers[0]].shape[0]
-                for l in layers:
-                    sums[l] = sums[l] + c[l].sum(0)                                   # [d_mlp]
-            table[key] = {l: sums[l] / rows for l in layers}
+    for mean in _prefix_means(model, "memit.neighbour_mean", by_prefix, layers, ["{}"], chunk, outer=False):
         for l in layers:
-            total[l] += torch.outer(table[key][l], table[key][l])
+            total[l] += torch.outer(mean[l], mean[l])
     return total

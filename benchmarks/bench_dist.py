@@ -24,8 +24,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-
 from interp.analyses.neurons import TopK
 from interp.analyses.stats import KeyStats
 

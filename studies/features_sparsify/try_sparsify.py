@@ -65,7 +65,6 @@ def main():
     from datasets import Dataset
     from transformers import AutoModel, AutoTokenizer
 
-    import sparsify
     from sparsify import SparseCoderConfig, TrainConfig, Trainer
     from sparsify.data import chunk_and_tokenize
     from sparsify.utils import decoder_impl
@@ -91,7 +90,6 @@ def main():
     # ---------------------------------------------------------------- model
     model = AutoModel.from_pretrained(args.model, local_files_only=True, dtype=torch.float32)
     model.eval()
-    n_total = model.config.num_hidden_layers
     if not args.full_model:
         model.layers = model.layers[: args.n_layers]
         model.config.num_hidden_layers = args.n_layers  # sparsify reads it (utils.get_layer_list)

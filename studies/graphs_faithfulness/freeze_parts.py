@@ -94,19 +94,23 @@ def logit_value(model, toks, tid, hooks) -> float:
     return float(lg[tid] - lg.mean())
 
 
-def measure(model, tc, lrm, toks, tid, feat, conditions=CONDITIONS) -> dict:
-    """{condition: logit change} for ablating ``feat`` = (layer, pos, feature) under each condition."""
+def condition_hooks(lrm, c: str, feat: tuple | None, edit: list) -> list:
+    """The hooks measuring condition ``c``; ``feat`` = (layer, pos, feature) ablated (None: the clean run)."""
+    if c.startswith("replacement"):
+        fr = frozen_hooks(lrm, REPLACEMENT_FROZEN[c]) if c in REPLACEMENT_FROZEN else []
+        return fr + replacement_hooks(lrm, feat)
+    fr = [] if c == "real" else frozen_hooks(lrm, c.split("_")[1], mlp_post_norms=False)
+    return fr + (edit if feat is not None else [])
+
+
+def measure(model, tc, lrm, toks, tid, feat, bases: dict) -> dict:
+    """{condition: logit change} for ablating ``feat`` = (layer, pos, feature) under each condition of ``bases``
+    (each condition's clean logit)."""
     layer, pos, f = feat
     edit = feature_hooks(model, tc, [(layer, f, "ablate", 0.0, [pos])])
     out = {}
-    for c in conditions:
-        if c.startswith("replacement"):
-            fr = frozen_hooks(lrm, REPLACEMENT_FROZEN[c]) if c in REPLACEMENT_FROZEN else []
-            base, hooks = fr + replacement_hooks(lrm, None), fr + replacement_hooks(lrm, feat)
-        else:
-            fr = [] if c == "real" else frozen_hooks(lrm, c.split("_")[1], mlp_post_norms=False)
-            base, hooks = fr, fr + edit
-        out[c] = logit_value(model, toks, tid, hooks) - logit_value(model, toks, tid, base)
+    for c, base in bases.items():
+        out[c] = logit_value(model, toks, tid, condition_hooks(lrm, c, feat, edit)) - base
         if not math.isfinite(out[c]):
             raise SystemExit(f"{c}: a non-finite logit change ablating {feat}")
     return out
@@ -149,45 +153,35 @@ def main():
         lrm = LocalReplacement(model, tc, prompt)
         toks, tid = lrm.tokens, model.to_single_token(answer)
         real = logit_value(model, toks, tid, [])
-        for which in ("both", "norms", "attention"):        # freezing what the clean run computed changes nothing
-            worst_clean = max(worst_clean, abs(logit_value(model, toks, tid, frozen_hooks(
-                lrm, which, mlp_post_norms=False)) - real))
-        for fr in (frozen_hooks(lrm, "both"), frozen_hooks(lrm, "norms"), frozen_hooks(lrm, "attention"), []):
-            worst_clean = max(worst_clean, abs(logit_value(model, toks, tid, fr + replacement_hooks(lrm, None)) - real))
+        # each condition's clean run, computed once per prompt; freezing what it computed changes nothing
+        bases = {c: logit_value(model, toks, tid, condition_hooks(lrm, c, None, [])) for c in conditions}
+        worst_clean = max([worst_clean, *(abs(b - real) for b in bases.values())])
         rows = []
         for _, r in feats.iterrows():
-            m = measure(model, tc, lrm, toks, tid, (int(r["layer"]), int(r["pos"]), int(r["feature"])), conditions)
+            m = measure(model, tc, lrm, toks, tid, (int(r["layer"]), int(r["pos"]), int(r["feature"])), bases)
             rows.append({"layer": int(r["layer"]), "pos": int(r["pos"]), "feature": int(r["feature"]),
                          "predicted": float(r["predicted"]), **m})
         s = stored.get(prompt)
         if s is not None and "real" in conditions:
             worst_stored = max(worst_stored, max(abs(a - r["real"]) for a, r in zip(s["measured"], rows)))
-        prompts.append({"prompt": prompt, "target": answer, "rows": rows})
+        prompts.append({"prompt": prompt, "target": answer, "n_tokens": int(toks.shape[1]), "rows": rows})
         print(f"{k + 1}/{len(pairs.clean)} {prompt!r} ({time.time() - t0:.0f} s)", flush=True)
     pred = [r["predicted"] for p in prompts for r in p["rows"]]
     table = {c: figures(pred, [r[c] for p in prompts for r in p["rows"]]) for c in conditions}
-    if conditions != CONDITIONS:
-        doc = {"figures": table, "check_clean_max_abs": worst_clean, "n_prompts": len(prompts), "top": args.top,
-               "prompts": prompts, "model": model.source, "dictionaries": tc.settings, "commit": prov["commit"],
-               "command": prov["command"], "provenance": prov, "threads": args.threads,
-               "seconds": round(time.time() - t0)}
-        Path(args.out).write_text(json.dumps(doc, indent=1))
-        for c, v in table.items():
-            print(f"{c}: sign agreement {v['sign_agreement']:.3f}, Spearman {v['spearman']:.3f}")
-        return
-    table["real_vs_frozen_both"] = figures([r["frozen_both"] for p in prompts for r in p["rows"]],
-                                           [r["real"] for p in prompts for r in p["rows"]])
-    table["replacement_live_vs_replacement_exact"] = figures(
-        [r["replacement_exact"] for p in prompts for r in p["rows"]],
-        [r["replacement_live"] for p in prompts for r in p["rows"]])
-    table["frozen_both_vs_replacement_exact"] = figures([r["replacement_exact"] for p in prompts for r in p["rows"]],
-                                                        [r["frozen_both"] for p in prompts for r in p["rows"]])
-    doc = {"figures": table, "check_clean_max_abs": worst_clean, "check_real_vs_stored_max_abs": worst_stored,
+
+    def pair(a, b):
+        return figures([r[a] for p in prompts for r in p["rows"]], [r[b] for p in prompts for r in p["rows"]])
+    for a, b in (("frozen_both", "real"), ("replacement_exact", "replacement_live"),
+                 ("replacement_exact", "frozen_both")):
+        if a in conditions and b in conditions:
+            table[f"{b}_vs_{a}"] = pair(a, b)
+    doc = {"figures": table, "check_clean_max_abs": worst_clean,
+           "check_real_vs_stored_max_abs": worst_stored if "real" in conditions else None,
            "n_prompts": len(prompts), "top": args.top, "prompts": prompts, "model": model.source,
            "dictionaries": tc.settings, "commit": prov["commit"], "command": prov["command"], "provenance": prov,
            "threads": args.threads, "seconds": round(time.time() - t0)}
     name = "freeze_parts" if args.model is None else f"freeze_parts_{args.model}"
-    (HERE / f"{name}.json").write_text(json.dumps(doc, indent=1))
+    Path(args.out or HERE / f"{name}.json").write_text(json.dumps(doc, indent=1))
     for c, v in table.items():
         print(f"{c}: sign agreement {v['sign_agreement']:.3f}, Spearman {v['spearman']:.3f}")
     print(f"checks: clean conditions vs real {worst_clean:.2e}; real vs stored {worst_stored:.2e}")

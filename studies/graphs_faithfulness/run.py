@@ -108,7 +108,8 @@ def main():
         layer_inf += torch.tensor(per_layer["feature"].to_numpy())
         layer_inf_err += torch.tensor(per_layer.sum(1).to_numpy())
         per_prompt.append({"case_id": case_id, "prompt": prompt, "target": answer, "predicted": prd,
-                           "measured": meas, "summary": g.summary(), "seconds": round(time.time() - t, 1),
+                           "measured": meas, "ablated": feats[["layer", "pos", "feature"]].astype(int).values.tolist(),
+                           "summary": g.summary(), "seconds": round(time.time() - t, 1),
                            "scores": g.scores})
         print(f"{len(per_prompt)}/{len(chosen)} {prompt!r}: sign agreement "
               f"{sum((a > 0) == (b > 0) for a, b in zip(prd, meas))}/{len(prd)}, {time.time() - t:.0f} s", flush=True)

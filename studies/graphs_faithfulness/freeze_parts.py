@@ -20,7 +20,10 @@ With the real MLPs, an MLP's post-norm (Gemma's ``post_feedforward_layernorm``, 
 transcoder stands in for the MLP *and* that norm (it predicts ``hook_mlp_out``), so the graph never freezes its
 scale. Frozen with a real MLP, it divides any change of the MLP's output by the clean run's rms, which on Gemma is
 as small as 1e-3 at some positions: 355 of the 500 ablations then overflowed to NaN (the first version of this
-script). Every value is now checked to be finite.
+script). A Llama MLP (SmolLM2) has no post-norm, and a gated MLP behind a frozen pre-norm grows a change about
+quadratically, layer after layer: there some real-MLP ablations overflow. A non-finite change is stored as null
+and counted per condition (``non_finite``); the figures are over the ablations every condition measured finitely
+(``n_scored``).
 
 Each condition's clean forward (no ablation) must give the real model's logits (checked: the conditions only freeze
 what the clean run already computed). The figures are `run.py`'s: sign agreement with the prediction, pooled
@@ -110,9 +113,8 @@ def measure(model, tc, lrm, toks, tid, feat, bases: dict) -> dict:
     edit = feature_hooks(model, tc, [(layer, f, "ablate", 0.0, [pos])])
     out = {}
     for c, base in bases.items():
-        out[c] = logit_value(model, toks, tid, condition_hooks(lrm, c, feat, edit)) - base
-        if not math.isfinite(out[c]):
-            raise SystemExit(f"{c}: a non-finite logit change ablating {feat}")
+        v = logit_value(model, toks, tid, condition_hooks(lrm, c, feat, edit)) - base
+        out[c] = v if math.isfinite(v) else None                 # an overflow: kept as such, counted, not scored
     return out
 
 
@@ -163,19 +165,23 @@ def main():
                          "predicted": float(r["predicted"]), **m})
         s = stored.get(prompt)
         if s is not None and "real" in conditions:
-            worst_stored = max(worst_stored, max(abs(a - r["real"]) for a, r in zip(s["measured"], rows)))
+            worst_stored = max(worst_stored, max(abs(a - r["real"]) if r["real"] is not None else math.inf
+                                                 for a, r in zip(s["measured"], rows)))
         prompts.append({"prompt": prompt, "target": answer, "n_tokens": int(toks.shape[1]), "rows": rows})
         print(f"{k + 1}/{len(pairs.clean)} {prompt!r} ({time.time() - t0:.0f} s)", flush=True)
-    pred = [r["predicted"] for p in prompts for r in p["rows"]]
-    table = {c: figures(pred, [r[c] for p in prompts for r in p["rows"]]) for c in conditions}
+    # the figures are over the ablations every condition measured finitely, so that the conditions compare
+    every = [r for p in prompts for r in p["rows"] if all(r[c] is not None for c in conditions)]
+    non_finite = {c: sum(r[c] is None for p in prompts for r in p["rows"]) for c in conditions}
+    pred = [r["predicted"] for r in every]
+    table = {c: figures(pred, [r[c] for r in every]) for c in conditions}
 
     def pair(a, b):
-        return figures([r[a] for p in prompts for r in p["rows"]], [r[b] for p in prompts for r in p["rows"]])
+        return figures([r[a] for r in every], [r[b] for r in every])
     for a, b in (("frozen_both", "real"), ("replacement_exact", "replacement_live"),
                  ("replacement_exact", "frozen_both")):
         if a in conditions and b in conditions:
             table[f"{b}_vs_{a}"] = pair(a, b)
-    doc = {"figures": table, "check_clean_max_abs": worst_clean,
+    doc = {"figures": table, "n_scored": len(every), "non_finite": non_finite, "check_clean_max_abs": worst_clean,
            "check_real_vs_stored_max_abs": worst_stored if "real" in conditions else None,
            "n_prompts": len(prompts), "top": args.top, "prompts": prompts, "model": model.source,
            "dictionaries": tc.settings, "commit": prov["commit"], "command": prov["command"], "provenance": prov,
@@ -184,6 +190,7 @@ def main():
     Path(args.out or HERE / f"{name}.json").write_text(json.dumps(doc, indent=1))
     for c, v in table.items():
         print(f"{c}: sign agreement {v['sign_agreement']:.3f}, Spearman {v['spearman']:.3f}")
+    print(f"scored {len(every)} ablations; non-finite per condition {non_finite}")
     print(f"checks: clean conditions vs real {worst_clean:.2e}; real vs stored {worst_stored:.2e}")
 
 

@@ -5,7 +5,8 @@
 
 For each band of layers and each condition in the file: the ablations whose feature lies in the band, and the share
 whose measured logit change has the sign the graph predicted; then the same at the prompt's last position and
-before it, and each condition's median per-prompt Spearman. Files are read from this folder unless a path is given.
+before it, and each condition's median per-prompt Spearman; only the ablations that every condition measured
+finitely count (as in `freeze_parts.py`'s figures). Files are read from this folder unless a path is given.
 """
 
 import argparse
@@ -43,6 +44,12 @@ def main():
         last = max(r["pos"] for r in p["rows"]) if p["rows"] else 0
         n_pos = p.get("n_tokens")
         rows += [{**r, "last": r["pos"] == (n_pos - 1 if n_pos else last)} for r in p["rows"]]
+    # as freeze_parts' figures: only the ablations every condition measured finitely (an overflow is stored null)
+    dropped = [r for r in rows if any(r[c] is None for c in conds)]
+    rows = [r for r in rows if all(r[c] is not None for c in conds)]
+    if dropped:
+        print(f"left out: {len(dropped)} ablations with a non-finite change, at layers "
+              f"{sorted(r['layer'] for r in dropped)}")
     print("| layers | ablations | " + " | ".join(conds) + " |")
     print("|---|---|" + "---|" * len(conds))
     for lo, hi in bands_of(args.bands):
@@ -54,7 +61,8 @@ def main():
         print(f"layers {lo}–{hi}, real: last position {agree(at, 'real'):.2f} ({len(at)}), "
               f"earlier {agree(before, 'real'):.2f} ({len(before)})" if "real" in conds else "")
     for c in conds:
-        rho = [spearman([r["predicted"] for r in p["rows"]], [r[c] for r in p["rows"]]) for p in doc["prompts"]]
+        kept = [[r for r in p["rows"] if all(r[k] is not None for k in conds)] for p in doc["prompts"]]
+        rho = [spearman([r["predicted"] for r in k], [r[c] for r in k]) for k in kept if len(k) > 2]
         rho = [x for x in rho if x == x]
         print(f"{c}: median per-prompt Spearman {statistics.median(rho):.3f} over {len(rho)} prompts")
 

@@ -133,12 +133,14 @@ def main():
     ap.add_argument("--conditions", default=",".join(CONDITIONS),
                     help=f"comma-separated, of {', '.join(CONDITIONS + MORE)} (another set needs --out)")
     ap.add_argument("--out", default=None, help="where to write (default: freeze_parts[_MODEL].json here)")
+    ap.add_argument("--check-only", action="store_true",
+                    help="only each condition's clean run against the real logits, per condition (writes nothing)")
     add_dictionary_options(ap)
     args = ap.parse_args()
     conditions = tuple(args.conditions.split(","))
     if set(conditions) - set(CONDITIONS + MORE):
         raise SystemExit(f"--conditions {args.conditions}; allowed: {', '.join(CONDITIONS + MORE)}")
-    if conditions != CONDITIONS and not args.out:
+    if conditions != CONDITIONS and not args.out and not args.check_only:
         raise SystemExit("--conditions other than the default set need --out FILE")
     torch.set_num_threads(args.threads)
     prov = provenance(" ".join(["python studies/graphs_faithfulness/freeze_parts.py", *sys.argv[1:]]))
@@ -148,16 +150,19 @@ def main():
     stored = {p["prompt"]: p for p in stored["prompts"]}
     t0 = time.time()
     pairs = interp.patching.fact_pairs(model, known_facts(model, "test"), n=args.n, seed=args.seed)
-    prompts, worst_clean, worst_stored = [], 0.0, 0.0
+    prompts, worst_clean, worst_stored, by_condition = [], 0.0, 0.0, {}
     for k, (prompt, answer) in enumerate(zip(pairs.clean, pairs.answers)):
-        g = interp.attribution_graph(model, tc, prompt, targets=[answer])
-        feats = g.predicted_ablation().head(args.top)
         lrm = LocalReplacement(model, tc, prompt)
         toks, tid = lrm.tokens, model.to_single_token(answer)
         real = logit_value(model, toks, tid, [])
         # each condition's clean run, computed once per prompt; freezing what it computed changes nothing
         bases = {c: logit_value(model, toks, tid, condition_hooks(lrm, c, None, [])) for c in conditions}
         worst_clean = max([worst_clean, *(abs(b - real) for b in bases.values())])
+        for c, b in bases.items():
+            by_condition[c] = max(by_condition.get(c, 0.0), abs(b - real))
+        if args.check_only:
+            continue
+        feats = interp.attribution_graph(model, tc, prompt, targets=[answer]).predicted_ablation().head(args.top)
         rows = []
         for _, r in feats.iterrows():
             m = measure(model, tc, lrm, toks, tid, (int(r["layer"]), int(r["pos"]), int(r["feature"])), bases)
@@ -173,6 +178,10 @@ def main():
     every = [r for p in prompts for r in p["rows"] if all(r[c] is not None for c in conditions)]
     non_finite = {c: sum(r[c] is None for p in prompts for r in p["rows"]) for c in conditions}
     pred = [r["predicted"] for r in every]
+    if args.check_only:
+        for c, v in by_condition.items():
+            print(f"{c}: clean run vs real, worst {v:.2e} over {len(pairs.clean)} prompts")
+        return
     table = {c: figures(pred, [r[c] for r in every]) for c in conditions}
 
     def pair(a, b):

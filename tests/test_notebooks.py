@@ -78,9 +78,15 @@ def test_notebook_executes(path, monkeypatch):
     assert not missing, f"view cells that displayed no view: {missing}"
     assert not outside, f"{path.name}: figure text drawn outside its figure's canvas: {outside}"
     drifted = _execute_module().drift().compare(committed, nb)
+    # Numbers out of CPU training differ in their last bits between CPU makers (MKL takes other paths on AMD than
+    # on Intel), so a failure says which machine made the committed outputs and which ran them now.
+    made_on = next((re.search(r"on ([^,]*), \d+ cores", "".join(c.source)) for c in committed.cells
+                    if "provenance" in c.get("metadata", {}).get("tags", [])), None)
     assert not drifted, (f"{path.name} prints something other than its committed outputs ({len(drifted)} lines), "
                          f"first: {drifted[:8]}. If the change meant to move them, re-execute and commit it: "
-                         f".venv/bin/python notebooks/execute.py {path.name[:2]}")
+                         f".venv/bin/python notebooks/execute.py {path.name[:2]}. Committed on "
+                         f"{made_on.group(1) if made_on else 'an unrecorded CPU'}; run now on "
+                         f"{_execute_module().machine()}")
 
 
 # The committed files themselves, read without executing anything.

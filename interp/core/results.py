@@ -149,3 +149,13 @@ def new_figure(*args, **kwargs):
 
         _FIGURE_CLASS = InlineFigure
     return _FIGURE_CLASS(*args, **kwargs)
+
+
+def wilson(p: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson's score interval of a share `p` of `n` 0/1 outcomes (95% at the default z); unlike the normal
+    interval it is not zero-width at 0 or 1."""
+    p = min(max(p, 0.0), 1.0)  # (float rounding of a mean of values within the bounds)
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(centre - half, 0.0), min(centre + half, 1.0)

@@ -29,7 +29,7 @@ import torch
 from ...core.hooks import capture
 from ...core.progress import bar
 from ...core.resume import record_blocks, run_from
-from ...core.results import Result, jsonable, new_figure, save_fig
+from ...core.results import Result, jsonable, new_figure, save_fig, wilson
 from .data import batches, counted
 from .dictionary import Dictionary, DictionarySet, Site
 from .use import replace_write
@@ -206,8 +206,7 @@ def evaluate_transcoders(model, dictionaries: DictionarySet, *, tokens: int = 20
             row.update({"fvu_neurons": sums[(L, "neurons")].fvu(), "fvu_init": sums[(L, "init")].fvu(),
                         "ce_score_neurons": score("neurons"), "ce_score_init": score("init")})
         rows_out.append(row)
-    stack = {"top1_agreement": agree[0] / agree[1] if agree[1] else nan, "positions": agree[1],
-             "ce_clean": c.get("clean", nan), "ce_all_replaced": c.get("all", nan)}
+    stack = _stack(agree, c)
     settings = {"tokens": seen, "ce_tokens": ce.get("clean", (0, 0))[1], "split": split, "seed": seed, "rows": rows, "ctx": ctx,
                 **({"bos_rows": True} if bos else {}), "dictionaries": dictionaries.settings}
     return DictionaryQuality(rows_out, stack, settings, means)
@@ -234,6 +233,15 @@ def _replace_hooks(model, L, mask, fn):
     """Hooks that replace layer L's MLP write at counted positions by ``fn(x_counted, hidden_counted)``."""
     site = Site.transcoder(model, L)
     return replace_write(site, fn, positions=mask, hidden=f"blocks.{L}.mlp.hook_post")
+
+
+def _stack(agree, c) -> dict:
+    """Every layer replaced at once: top-1 agreement (agreed, positions) and the CE. That argmax is fragile (the
+    last bits of training, which differ between CPUs, move a few positions), so the share has its interval."""
+    nan = float("nan")
+    return {"top1_agreement": agree[0] / agree[1] if agree[1] else nan, "top1_agreed": agree[0],
+            "top1_ci": list(wilson(agree[0] / agree[1], agree[1])) if agree[1] else [nan, nan],
+            "positions": agree[1], "ce_clean": c.get("clean", nan), "ce_all_replaced": c.get("all", nan)}
 
 
 def _ce_batch(model, toks, mask, store, calls, dicts, twins, baselines, ce, agree, means):

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ...core.results import Result, new_figure, save_fig
+from ...core.results import Result, new_figure, save_fig, wilson
 from ..hparams import KEY_MATCH
 
 SCORES = ("efficacy", "paraphrase", "neighborhood")
@@ -297,7 +297,7 @@ def mean_ci(name: str, values, *, bounds: tuple | None = None) -> dict:
         raise ValueError(f"{name}: values must lie within {bounds}, got {min(vals)} .. {max(vals)}")
     if bounds is not None and n and all(v in bounds for v in vals):
         lo, hi = bounds
-        low, high = _wilson((mean - lo) / (hi - lo), n)
+        low, high = wilson((mean - lo) / (hi - lo), n)
         # min / max: at a share of 0 or 1 the bound is the mean itself, and rounding must not put it beyond
         return {"metric": name, "mean": mean, "ci_low": min(mean, lo + (hi - lo) * low),
                 "ci_high": max(mean, lo + (hi - lo) * high), "n": n}
@@ -310,14 +310,6 @@ def mean_ci(name: str, values, *, bounds: tuple | None = None) -> dict:
     if bounds is not None and half == half:
         low, high = max(low, bounds[0]), min(high, bounds[1])
     return {"metric": name, "mean": mean, "ci_low": low, "ci_high": high, "n": n}
-
-
-def _wilson(p: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    p = min(max(p, 0.0), 1.0)  # (float rounding of a mean of values within the bounds)
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(centre - half, 0.0), min(centre + half, 1.0)
 
 
 def _harmonic(values: Sequence[float]) -> float:

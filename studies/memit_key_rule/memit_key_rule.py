@@ -85,6 +85,19 @@ def dev_facts(limit: int | None = None, split: str = "dev", records_path: str | 
     return [records[i] for i in subject_rounds(records)[0]][:limit]
 
 
+def layer_range(model, spec: str | None) -> list[int]:
+    """``--layers A-B`` (inclusive), else the model's default range. v* is taken at the range's last layer."""
+    if spec is None:
+        return default_layers(model)
+    try:
+        lo, hi = (int(x) for x in spec.split("-"))
+    except ValueError:
+        raise SystemExit(f"--layers {spec!r}: expected A-B, two layer numbers such as 0-5") from None
+    if not 0 <= lo <= hi < model.n_layers:
+        raise SystemExit(f"--layers {spec!r}: need 0 <= A <= B < {model.n_layers}")
+    return list(range(lo, hi + 1))
+
+
 def part_path(work: Path, part: int, parts: int) -> Path:
     return work / f"targets_{part}of{parts}"
 
@@ -92,7 +105,7 @@ def part_path(work: Path, part: int, parts: int) -> Path:
 def run_targets(args) -> None:
     model = interp.load(args.model, device="cpu")
     hp = hparams_for(model, MemitHparams, "memit")
-    layers = default_layers(model)
+    layers = layer_range(model, args.layers)
     facts = dev_facts(args.limit, args.split, args.records, args.model)
     lo, hi = len(facts) * args.part // args.parts, len(facts) * (args.part + 1) // args.parts
     requests = as_requests(facts[lo:hi])
@@ -109,7 +122,7 @@ def run_targets(args) -> None:
     print(f"part {args.part}/{args.parts}: {len(requests)} facts, {meta['seconds']:.0f} s -> {path}")
 
 
-def load_targets(model, facts, work: Path, hp: MemitHparams) -> tuple[Targets, float]:
+def load_targets(model, facts, work: Path, hp: MemitHparams, layer: int) -> tuple[Targets, float]:
     """The saved parts, joined in fact order, with each fact's template rows rebuilt (deterministic)."""
     parts = sorted(work.glob("targets_*of*.json"))
     if not parts:
@@ -123,6 +136,8 @@ def load_targets(model, facts, work: Path, hp: MemitHparams) -> tuple[Targets, f
         t = load_file(str(p.with_suffix(".safetensors")))
         if meta["fingerprint"] != model.fingerprint or target_hparams(meta["hparams"]) != target_hparams(hp.to_dict()):
             raise SystemExit(f"{p} was made with another model or other hyperparameters")
+        if meta["layer"] != layer:
+            raise SystemExit(f"{p} holds targets at layer {meta['layer']}, not at {layer} (the range's last layer)")
         z.append(t["z"])
         init.append(t["init"])
         info += meta["info"]
@@ -169,16 +184,16 @@ def run_compare(args) -> None:
     torch.set_num_threads(1)
     model = interp.load(args.model, device="cpu")
     facts = dev_facts(args.limit, args.split, args.records, args.model)
-    layers = default_layers(model)
+    layers = layer_range(model, args.layers)
     base = hparams_for(model, MemitHparams, "memit")  # the model's row: its λ, v_lr (the grid overrides)
     stats = {l: second_moment(s, l, model.d_mlp) for l, s in memit_stats(model, layers, base.mom2_n_tokens).items()}
-    tg, target_seconds = load_targets(model, facts, Path(args.work), base)
+    tg, target_seconds = load_targets(model, facts, Path(args.work), base, layers[-1])
     n_parts = len(list(Path(args.work).glob("targets_*of*.json")))
     parts = {"main": len(facts)}
     if args.also:    # a second records file's dev facts in the same batch, after the first's (their own targets)
         more = dev_facts(None, args.split, args.also, args.model)
-        tg2, s2 = load_targets(model, more, Path(args.work_root).joinpath(
-            *([args.model] if args.model else []), Path(args.also).stem), base)
+        tg2, s2 = load_targets(model, more, Path(args.work_root).joinpath(*work_parts(args, args.also)), base,
+                               layers[-1])
         if tg2.templates != tg.templates or tg2.layer != tg.layer:
             raise SystemExit("the two records files' targets were made with other templates or at another layer")
         tg = Targets(tg.layer, tg.requests + tg2.requests, torch.cat([tg.z, tg2.z]), torch.cat([tg.init, tg2.init]),
@@ -263,6 +278,7 @@ def run_compare(args) -> None:
                       + (f" --also {args.also}" if args.also else "")
                       + (f" --neighbour-means {args.neighbour_means}" if args.neighbour_means != "0" else "")
                       + (f" --model {args.model}" if args.model else "")
+                      + (f" --layers {args.layers}" if args.layers else "")
                       + (f" --split {args.split}" if args.split != "dev" else "")
                       + (f" --limit {args.limit}" if args.limit else ""),
            "runs": runs}
@@ -307,6 +323,12 @@ def run_merge(args) -> None:
           f"({out['chosen_preserve_select']}) -> {args.out}")
 
 
+def work_parts(args, records: str | None) -> list[str]:
+    """The targets' folder under the work root: model, records file, split, then a layer range not the default."""
+    return (([args.model] if args.model else []) + ([Path(records).stem] if records else [])
+            + ([args.split] if args.split != "dev" else []) + ([f"layers{args.layers}"] if args.layers else []))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="stage", required=True)
@@ -338,12 +360,12 @@ def main() -> None:
                        help="test: only to check a choice already made on dev, never to make one")
         p.add_argument("--records", default=None, help="a records file (default: the model's own facts.jsonl)")
         p.add_argument("--model", default=None, help="a model interp.load knows (default: the embedded SmolLM2)")
+        p.add_argument("--layers", default=None, metavar="A-B",
+                       help="MEMIT's layer range, inclusive (default: the model's row); targets at B, kept apart")
     args = ap.parse_args()
     args.work_root = args.work if args.stage != "merge" else None
-    if args.stage != "merge" and args.work == str(WORK):  # each records file and split keeps its own targets
-        parts = ([args.model] if args.model else []) + ([Path(args.records).stem] if args.records else []) + (
-            [args.split] if args.split != "dev" else [])
-        args.work = str(WORK.joinpath(*parts))
+    if args.stage != "merge" and args.work == str(WORK):  # each records file, split and range keeps its targets
+        args.work = str(WORK.joinpath(*work_parts(args, args.records)))
     if args.stage == "targets":
         if not 0 <= args.part < args.parts:
             raise SystemExit(f"--part {args.part} must be in 0..{args.parts - 1}")

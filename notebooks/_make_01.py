@@ -148,7 +148,8 @@ tl.plot()                                # training KL: least-squares start, the
 output in both."""),
     ("code", """tuned = interp.tuned_lens(model, prompt, targets=[" Paris", " London", " Rome"], lens=tl)
 tuned.plot()"""),
-    ("code", """for row in range(0, model.n_layers + 1, 3):
+    ("code", """# drift: rtol=0.05 - the tuned lens is trained on the CPU: its ranks move by one or two between CPUs
+for row in range(0, model.n_layers + 1, 3):
     print(f"after {row:2d} blocks: logit {lens.top(row)[0][0]!r:10} tuned",
           [(t, round(p, 2)) for t, p in tuned.top(row)[:3]])
 print("rank of ' Paris', logit lens:", lens.target_curve(" Paris")["rank"].tolist())

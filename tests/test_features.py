@@ -2,7 +2,6 @@
 interventions, the quality table's arithmetic, the corpus — on tiny models, and one small run on the embedded one."""
 
 import json
-
 import math
 
 import pytest

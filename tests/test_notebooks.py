@@ -81,7 +81,7 @@ def test_notebook_executes(path, monkeypatch):
     # Numbers out of CPU training differ in their last bits between CPU makers (MKL takes other paths on AMD than
     # on Intel), so a failure says which machine made the committed outputs and which ran them now.
     made_on = next((re.search(r"on ([^,]*), \d+ cores", "".join(c.source)) for c in committed.cells
-                    if "provenance" in c.get("metadata", {}).get("tags", [])), None)
+                    if _execute_module().drift().is_provenance(c)), None)
     assert not drifted, (f"{path.name} prints something other than its committed outputs ({len(drifted)} lines), "
                          f"first: {drifted[:8]}. If the change meant to move them, re-execute and commit it: "
                          f".venv/bin/python notebooks/execute.py {path.name[:2]}. Committed on "

@@ -150,7 +150,8 @@ class MemitHparams(VStarHparams):
     also asks every templated key for the fact's share, ``bare_key_weight`` γ > 0 the bare rewrite prompt's key
     (of the facts ``bare_key_when`` picks) (:mod:`interp.editing.memit_solve`); ``preserve_weight`` μ > 0 asks
     ``preserve_count`` other subjects' keys under the batch's prompts to keep their outputs, and
-    ``neighbour_mean_weight`` ν > 0 their mean key under each bare prompt (:mod:`interp.editing.preserve`)."""
+    ``neighbour_mean_weight`` ν > 0 their mean key under each bare prompt (:mod:`interp.editing.preserve`);
+    ``null_space_mass`` q > 0 keeps the update out of the leading directions of the text's keys (memit_solve)."""
     templates: tuple = ((10, 5),)           # (tokens, count) of sampled context prefixes besides "{}" (paper: 5 x 10)
     clamp_norm_factor: float = 0.75         # |delta| <= factor * |h| (the residual at the last layer)
     mom2_update_weight: float = 2500.0      # λ in λ C + K Kᵀ (GPT-J 15000, GPT-2 XL 20000)
@@ -162,6 +163,7 @@ class MemitHparams(VStarHparams):
     preserve_count: int = 1000              # how many of those subjects (records/preserve_subjects.json)
     preserve_select: str = "first"          # which: the list's "first", or per prompt the "nearest" to the batch's
     neighbour_mean_weight: float = 0.0      # ν: weight of those subjects' mean key under each bare prompt (preserve.py)
+    null_space_mass: float = 0.0            # q: share of C's trace whose leading directions the update leaves alone
 
     KIND = "MEMIT"
 
@@ -183,6 +185,10 @@ class MemitHparams(VStarHparams):
                              f"{', '.join(map(repr, PRESERVE_SELECT))}")
         if self.bare_key_when not in BARE_KEY_WHEN:
             raise ValueError(f"bare_key_when={self.bare_key_when!r}; allowed: {', '.join(map(repr, BARE_KEY_WHEN))}")
+        q = self.null_space_mass
+        if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 <= q < 1:
+            raise ValueError(f"null_space_mass={q!r}; allowed: a number in [0, 1) (the share of C's trace whose "
+                             "leading directions the update leaves alone; 0: none)")
 
 
 @dataclass(frozen=True)

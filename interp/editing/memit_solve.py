@@ -58,6 +58,13 @@ Other subjects' keys (``preserve_weight`` μ). ``+ μ Σ_p tr(ΔW P_p ΔWᵀ)`` 
 other subjects' keys under the batch's prompt ``p`` (:mod:`interp.editing.preserve`): only the Gram term changes,
 ``λC + KᵀK + μ Σ_p P_p``. ``neighbour_mean_weight`` ν adds ``ν Σ_p m_p m_pᵀ``, ``m_p`` those subjects' mean key
 under the bare prompt ``p`` (the part of a neighbour's key that every subject so read shares).
+
+The text's own directions left alone (``null_space_mass`` q, after AlphaEdit, Fang et al. 2025). With q > 0 the
+update is confined to the eigen-directions of ``C`` outside the fewest leading ones that hold a share q of its
+trace (``U`` [d_mlp, m], :func:`null_space_basis`): ``ΔW = Y Uᵀ``, so ``ΔW`` maps every key's component in those
+leading directions to nothing, and ``Y`` minimises the same objective within that span,
+``A = (K + Γ K₀) U (Uᵀ M U)⁻¹ Uᵀ`` with ``M`` the Gram term above. AlphaEdit drops ``λC`` once the projection
+is in place; here it stays, so q = 0 is the solve above and q > 0 only takes directions away.
 """
 
 from __future__ import annotations
@@ -327,13 +334,28 @@ def second_moment(stats, layer: int, d_mlp: int) -> torch.Tensor:
     return c.to("cpu", torch.float64)
 
 
+def null_space_basis(mom2: torch.Tensor, mass: float) -> torch.Tensor:
+    """``U`` [d_mlp, m] float64: the orthonormal eigenvectors of ``C`` left when the fewest leading ones whose
+    eigenvalues sum to at least ``mass`` of its trace are taken away (``mass`` in [0, 1); 0: every direction)."""
+    if not 0.0 <= mass < 1.0:
+        raise ValueError(f"null_space_mass={mass!r}; allowed: a number in [0, 1) (the share of C's trace whose "
+                         "leading directions the update must leave alone; 0: none)")
+    vals, vecs = torch.linalg.eigh(mom2.to(torch.float64))                  # ascending
+    vals = vals.flip(0).clamp_min(0)
+    lead = int(torch.searchsorted(torch.cumsum(vals, 0) / vals.sum(), torch.tensor(mass, dtype=vals.dtype)))
+    lead = lead + 1 if mass > 0 else 0
+    return vecs.flip(1)[:, lead:]
+
+
 def solve_layer(keys: torch.Tensor, mom2: torch.Tensor, weight: float, ridge: float = 0.0, *, spread=None,
-                spread_weight: float = 0.0, bare=None, bare_weights=None, preserve=None, layer=None) -> torch.Tensor:
+                spread_weight: float = 0.0, bare=None, bare_weights=None, preserve=None, basis=None,
+                layer=None) -> torch.Tensor:
     """``(K + Γ K₀) (λC + KᵀK + K₀ᵀ Γ K₀ + β S + μP + ridge I)⁻¹`` [n, d_mlp] in float64 (Cholesky: the matrix
     is symmetric positive definite whenever C is); ``S`` the facts' key spread (:class:`States`), β
     ``spread_weight``; ``K₀`` [n, d_mlp] the bare prompts' keys (``bare``) and ``Γ`` the diagonal of
     ``bare_weights`` [n] (none: Γ = 0); ``preserve`` the preserved subjects' μP [d_mlp, d_mlp]
-    (:mod:`interp.editing.preserve`, already weighted); ``ΔW = Rᵀ`` times this."""
+    (:mod:`interp.editing.preserve`, already weighted); ``basis`` ``U`` (:func:`null_space_basis`) confines the
+    update to its span, ``lhs U (Uᵀ M U)⁻¹ Uᵀ``; ``ΔW = Rᵀ`` times this."""
     k = keys.to(torch.float64)
     a = weight * mom2 + k.T @ k
     if preserve is not None:
@@ -348,12 +370,16 @@ def solve_layer(keys: torch.Tensor, mom2: torch.Tensor, weight: float, ridge: fl
         lhs = k + g * k0
     if ridge:
         a = a + ridge * torch.eye(a.shape[0], dtype=torch.float64)
+    if basis is not None:
+        u = basis.to(torch.float64)
+        a, lhs = u.T @ a @ u, lhs @ u                                         # [m, m], [n, m]
     chol, info = torch.linalg.cholesky_ex(a)
     if int(info) != 0:
         raise ValueError(f"λC + KᵀK at layer {layer} is not positive definite (λ={weight}): the key statistics "
                          "are singular (fewer tokens than d_mlp, or dead units); use more mom2_n_tokens or "
                          "mom2_ridge > 0")
-    return torch.cholesky_solve(lhs.T, chol).T
+    adj = torch.cholesky_solve(lhs.T, chol).T
+    return adj if basis is None else adj @ u.T
 
 
 def key_share(adj: torch.Tensor, st: States) -> torch.Tensor:
@@ -361,7 +387,7 @@ def key_share(adj: torch.Tensor, st: States) -> torch.Tensor:
     return (adj * st.bare).sum(1) / (adj * st.keys).sum(1)
 
 
-def layer_adjoint(st: States, mom2: torch.Tensor, hp: MemitHparams, layer: int, preserve=None
+def layer_adjoint(st: States, mom2: torch.Tensor, hp: MemitHparams, layer: int, preserve=None, basis=None
                   ) -> tuple[torch.Tensor, int]:
     """One layer's ``A`` [n, d_mlp] (:func:`solve_layer`) and how many facts got a bare-key row (weight γ =
     ``bare_key_weight``): every fact with ``bare_key_when="always"``; with "mismatch" the facts whose bare key gets
@@ -370,7 +396,7 @@ def layer_adjoint(st: States, mom2: torch.Tensor, hp: MemitHparams, layer: int, 
     def solve(gamma):
         return solve_layer(st.keys, mom2, hp.mom2_update_weight, hp.mom2_ridge, spread=st.spread,
                            spread_weight=float(hp.key_spread_weight), bare=st.bare, bare_weights=gamma,
-                           preserve=preserve, layer=layer)
+                           preserve=preserve, basis=basis, layer=layer)
 
     weight = float(hp.bare_key_weight)
     if weight and hp.bare_key_when == "always":
@@ -491,7 +517,9 @@ def spread(model, targets: Targets, layers: list[int], stats: dict, hp: MemitHpa
             resid = (targets.z - h) / (len(layers) - j)
             notify(progress, stage="solve", layer=layer, error=float((targets.z - h).norm(dim=1).mean()))
             factor, reach = post_norm_targets(model, layer, resid, st.outs, st.owner) if post else (resid, None)
-            adj, bare_rows = layer_adjoint(st, stats[layer], hp, layer, None if preserve is None else preserve[layer])
+            basis = null_space_basis(stats[layer], float(hp.null_space_mass)) if hp.null_space_mass else None
+            adj, bare_rows = layer_adjoint(st, stats[layer], hp, layer, None if preserve is None else preserve[layer],
+                                           basis)
             out["key_match"][layer] = key_share(adj, st).tolist()
             delta = factor_product(factor, adj)
             w = model.mlp_out_matrix(layer)
@@ -507,7 +535,8 @@ def spread(model, targets: Targets, layers: list[int], stats: dict, hp: MemitHpa
                                    "relative_update": float(delta.norm()) / w0,
                                    "residual_error_mean": float((targets.z - h).norm(dim=1).mean()),
                                    "resid_mean": float(resid.norm(dim=1).mean()),
-                                   "key_norm_mean": float(keys.norm(dim=1).mean()), "bare_rows": bare_rows}
+                                   "key_norm_mean": float(keys.norm(dim=1).mean()), "bare_rows": bare_rows,
+                                   "update_dims": model.d_mlp if basis is None else basis.shape[1]}
             if post:
                 out["norms"][layer].update(mlp_target_mean=float(factor.norm(dim=1).mean()),
                                            mlp_out_mean=float(st.outs.norm(dim=1).mean()),

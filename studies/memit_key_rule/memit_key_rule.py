@@ -72,7 +72,8 @@ OUT = Path(__file__).with_name("memit_key_rule.json")
 WORK = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "interp" / "memit_key_rule"
 # hyperparameters the targets do not use
 SPREAD_ONLY = ("mom2_update_weight", "key_spread_weight", "mom2_ridge", "bare_key_weight", "bare_key_when",
-               "bare_key_threshold", "preserve_weight", "preserve_count", "preserve_select", "neighbour_mean_weight")
+               "bare_key_threshold", "preserve_weight", "preserve_count", "preserve_select", "neighbour_mean_weight",
+               "null_space_mass")
 
 
 def target_hparams(hp: dict) -> dict:
@@ -207,16 +208,18 @@ def run_compare(args) -> None:
     mus = [float(u) for u in args.preserve_weights.split(",")]
     taus = [float(t) for t in args.thresholds.split(",")]
     nus = [float(v) for v in args.neighbour_means.split(",")]
+    qs = [float(v) for v in args.null_space.split(",")]
     unedited = record_scores(model, facts)
     bare0 = bare_residuals(model, tg)
     runs = []
-    grid = ((n, lam, beta, g, mu, tau, nu) for n in sizes for lam in lambdas for beta in betas for g in gammas
-            for mu in mus for tau in taus for nu in nus)
-    for n, lam, beta, gamma, mu, tau, nu in grid:
+    grid = ((n, lam, beta, g, mu, tau, nu, q) for n in sizes for lam in lambdas for beta in betas for g in gammas
+            for mu in mus for tau in taus for nu in nus for q in qs)
+    for n, lam, beta, gamma, mu, tau, nu, q_mass in grid:
         t0 = time.perf_counter()
         hp = hparams_for(model, MemitHparams, "memit", key_spread_weight=beta, mom2_update_weight=lam, bare_key_weight=gamma,
                                bare_key_when=args.bare_when, bare_key_threshold=tau, preserve_weight=mu, preserve_count=args.preserve_count,
-                               preserve_select=args.preserve_select, neighbour_mean_weight=nu)
+                               preserve_select=args.preserve_select, neighbour_mean_weight=nu,
+                               null_space_mass=q_mass)
         part = subset(tg, n)
         res = spread(model, part, layers, stats, hp,
                      preserve=preserve_terms(model, part.requests, layers, hp, part.templates))
@@ -239,6 +242,7 @@ def run_compare(args) -> None:
         run = {"n": n, "key_spread_weight": beta, "mom2_update_weight": lam, "bare_key_weight": gamma,
                "bare_key_when": args.bare_when, "bare_key_threshold": tau, "preserve_weight": mu, "preserve_count": args.preserve_count,
                "preserve_select": args.preserve_select, "neighbour_mean_weight": nu, "bare_rows": {str(l): v["bare_rows"] for l, v in res["norms"].items()},
+               "null_space_mass": q_mass, "update_dims": {str(l): v["update_dims"] for l, v in res["norms"].items()},
                "aggregates": aggregate(rows, facts[:n]),
                **({"aggregates_main": aggregate(rows[:parts["main"]], facts[:parts["main"]]),
                    "aggregates_also": aggregate(rows[parts["main"]:], facts[parts["main"]:n])}
@@ -247,7 +251,7 @@ def run_compare(args) -> None:
                "seconds": time.perf_counter() - t0, "rows": rows}
         runs.append(run)
         a = run["aggregates"]
-        print(f"n={n} λ={lam:g} β={beta:g} γ={gamma:g} ({args.bare_when} < {tau:g}) μ={mu:g} ν={nu:g}: ES {a['efficacy_score']['mean']:.1f} PS {a['paraphrase_score']['mean']:.1f} "
+        print(f"n={n} λ={lam:g} β={beta:g} γ={gamma:g} ({args.bare_when} < {tau:g}) μ={mu:g} ν={nu:g} q={q_mass:g}: ES {a['efficacy_score']['mean']:.1f} PS {a['paraphrase_score']['mean']:.1f} "
               f"NS {a['neighborhood_score']['mean']:.1f} HM {a['harmonic_mean']:.1f} | strict "
               f"{a['efficacy_acc']['mean']:.1f}/{a['paraphrase_acc']['mean']:.1f}/"
               f"{a['neighborhood_acc']['mean']:.1f} | subject-first fails "
@@ -277,6 +281,7 @@ def run_compare(args) -> None:
                       + (f" --records {args.records}" if args.records else "")
                       + (f" --also {args.also}" if args.also else "")
                       + (f" --neighbour-means {args.neighbour_means}" if args.neighbour_means != "0" else "")
+                      + (f" --null-space {args.null_space}" if args.null_space != "0" else "")
                       + (f" --model {args.model}" if args.model else "")
                       + (f" --layers {args.layers}" if args.layers else "")
                       + (f" --split {args.split}" if args.split != "dev" else "")
@@ -347,6 +352,7 @@ def main() -> None:
     c.add_argument("--preserve-count", type=int, default=MemitHparams.preserve_count, help="preserve_count")
     c.add_argument("--preserve-select", default="first", choices=["first", "nearest"], help="preserve_select")
     c.add_argument("--neighbour-means", default="0", help="comma-separated neighbour_mean_weight (ν) values")
+    c.add_argument("--null-space", default="0", help="comma-separated null_space_mass (q) values")
     c.add_argument("--also", default=None, metavar="RECORDS",
                    help="add this records file's dev facts (targets from its own --work) after the first's, one batch")
     c.add_argument("--out", default=str(OUT))

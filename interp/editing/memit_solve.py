@@ -347,22 +347,18 @@ def null_space_basis(mom2: torch.Tensor, mass: float) -> torch.Tensor:
     return vecs.flip(1)[:, lead:]
 
 
-def solve_layer(keys: torch.Tensor, mom2: torch.Tensor, weight: float, ridge: float = 0.0, *, spread=None,
-                spread_weight: float = 0.0, bare=None, bare_weights=None, preserve=None, basis=None,
-                layer=None) -> torch.Tensor:
-    """``(K + Γ K₀) (λC + KᵀK + K₀ᵀ Γ K₀ + β S + μP + ridge I)⁻¹`` [n, d_mlp] in float64 (Cholesky: the matrix
-    is symmetric positive definite whenever C is); ``S`` the facts' key spread (:class:`States`), β
-    ``spread_weight``; ``K₀`` [n, d_mlp] the bare prompts' keys (``bare``) and ``Γ`` the diagonal of
-    ``bare_weights`` [n] (none: Γ = 0); ``preserve`` the preserved subjects' μP [d_mlp, d_mlp]
-    (:mod:`interp.editing.preserve`, already weighted); ``basis`` ``U`` (:func:`null_space_basis`) confines the
-    update to its span, ``lhs U (Uᵀ M U)⁻¹ Uᵀ``; ``ΔW = Rᵀ`` times this."""
+def solve_layer(keys: torch.Tensor, mom2: torch.Tensor, weight: float, ridge: float = 0.0, *, extra=None,
+                bare=None, bare_weights=None, basis=None, layer=None) -> torch.Tensor:
+    """``(K + Γ K₀) (λC + KᵀK + K₀ᵀ Γ K₀ + E + ridge I)⁻¹`` [n, d_mlp] in float64 (Cholesky: the matrix is
+    symmetric positive definite whenever C is); ``E`` [d_mlp, d_mlp] (``extra``, already weighted) the Gram terms
+    the solve adds besides the rows, ``β S + μP`` (:func:`layer_adjoint`); ``K₀`` [n, d_mlp] the bare prompts'
+    keys (``bare``) and ``Γ`` the diagonal of ``bare_weights`` [n] (none: Γ = 0); ``basis`` ``U``
+    (:func:`null_space_basis`) confines the update to its span, ``lhs U (Uᵀ M U)⁻¹ Uᵀ``; ``ΔW = Rᵀ`` times this."""
     k = keys.to(torch.float64)
     a = weight * mom2 + k.T @ k
-    if preserve is not None:
-        a = a + preserve
+    if extra is not None:
+        a = a + extra
     lhs = k
-    if spread_weight:
-        a = a + spread_weight * spread
     if bare_weights is not None and bool((bare_weights > 0).any()):
         k0 = bare.to(torch.float64)
         g = bare_weights.to(torch.float64)[:, None]
@@ -393,10 +389,12 @@ def layer_adjoint(st: States, mom2: torch.Tensor, hp: MemitHparams, layer: int, 
     ``bare_key_weight``): every fact with ``bare_key_when="always"``; with "mismatch" the facts whose bare key gets
     less than ``bare_key_threshold`` of the update under the solve without the rows, which is then made again with
     them; with "alone" the same under each fact's own solve (:func:`alone_share`)."""
+    beta = float(hp.key_spread_weight)
+    extra = [t for t in (beta * st.spread if beta else None, preserve) if t is not None]   # β S, μP
+
     def solve(gamma):
-        return solve_layer(st.keys, mom2, hp.mom2_update_weight, hp.mom2_ridge, spread=st.spread,
-                           spread_weight=float(hp.key_spread_weight), bare=st.bare, bare_weights=gamma,
-                           preserve=preserve, basis=basis, layer=layer)
+        return solve_layer(st.keys, mom2, hp.mom2_update_weight, hp.mom2_ridge, extra=sum(extra) if extra else None,
+                           bare=st.bare, bare_weights=gamma, basis=basis, layer=layer)
 
     weight = float(hp.bare_key_weight)
     if weight and hp.bare_key_when == "always":

@@ -103,9 +103,22 @@ def part_path(work: Path, part: int, parts: int) -> Path:
     return work / f"targets_{part}of{parts}"
 
 
+def vstar_overrides(spec: str | None) -> dict:
+    """``--vstar KEY=VALUE,...``: v* hyperparameters (those the targets use) other than the model's row."""
+    if not spec:
+        return {}
+    out = {}
+    for item in spec.split(","):
+        key, _, value = item.partition("=")
+        if key not in MemitHparams.__dataclass_fields__ or key in SPREAD_ONLY or not value:
+            raise SystemExit(f"--vstar {item!r}: expected KEY=VALUE with KEY a v* hyperparameter of MemitHparams")
+        out[key] = float(value) if key != "v_steps" else int(value)
+    return out
+
+
 def run_targets(args) -> None:
     model = interp.load(args.model, device="cpu")
-    hp = hparams_for(model, MemitHparams, "memit")
+    hp = hparams_for(model, MemitHparams, "memit", **vstar_overrides(args.vstar))
     layers = layer_range(model, args.layers)
     facts = dev_facts(args.limit, args.split, args.records, args.model)
     lo, hi = len(facts) * args.part // args.parts, len(facts) * (args.part + 1) // args.parts
@@ -186,7 +199,8 @@ def run_compare(args) -> None:
     model = interp.load(args.model, device="cpu")
     facts = dev_facts(args.limit, args.split, args.records, args.model)
     layers = layer_range(model, args.layers)
-    base = hparams_for(model, MemitHparams, "memit")  # the model's row: its λ, v_lr (the grid overrides)
+    vstar = vstar_overrides(args.vstar)
+    base = hparams_for(model, MemitHparams, "memit", **vstar)  # the model's row: its λ, v_lr (the grid overrides)
     stats = {l: second_moment(s, l, model.d_mlp) for l, s in memit_stats(model, layers, base.mom2_n_tokens).items()}
     tg, target_seconds = load_targets(model, facts, Path(args.work), base, layers[-1])
     n_parts = len(list(Path(args.work).glob("targets_*of*.json")))
@@ -219,7 +233,7 @@ def run_compare(args) -> None:
         hp = hparams_for(model, MemitHparams, "memit", key_spread_weight=beta, mom2_update_weight=lam, bare_key_weight=gamma,
                                bare_key_when=args.bare_when, bare_key_threshold=tau, preserve_weight=mu, preserve_count=args.preserve_count,
                                preserve_select=args.preserve_select, neighbour_mean_weight=nu,
-                               null_space_mass=q_mass)
+                               null_space_mass=q_mass, **vstar)
         part = subset(tg, n)
         res = spread(model, part, layers, stats, hp,
                      preserve=preserve_terms(model, part.requests, layers, hp, part.templates))
@@ -242,7 +256,7 @@ def run_compare(args) -> None:
         run = {"n": n, "key_spread_weight": beta, "mom2_update_weight": lam, "bare_key_weight": gamma,
                "bare_key_when": args.bare_when, "bare_key_threshold": tau, "preserve_weight": mu, "preserve_count": args.preserve_count,
                "preserve_select": args.preserve_select, "neighbour_mean_weight": nu, "bare_rows": {str(l): v["bare_rows"] for l, v in res["norms"].items()},
-               "null_space_mass": q_mass, "update_dims": {str(l): v["update_dims"] for l, v in res["norms"].items()},
+               "null_space_mass": q_mass, "vstar": vstar, "update_dims": {str(l): v["update_dims"] for l, v in res["norms"].items()},
                "aggregates": aggregate(rows, facts[:n]),
                **({"aggregates_main": aggregate(rows[:parts["main"]], facts[:parts["main"]]),
                    "aggregates_also": aggregate(rows[parts["main"]:], facts[parts["main"]:n])}
@@ -282,6 +296,7 @@ def run_compare(args) -> None:
                       + (f" --also {args.also}" if args.also else "")
                       + (f" --neighbour-means {args.neighbour_means}" if args.neighbour_means != "0" else "")
                       + (f" --null-space {args.null_space}" if args.null_space != "0" else "")
+                      + (f" --vstar {args.vstar}" if args.vstar else "")
                       + (f" --model {args.model}" if args.model else "")
                       + (f" --layers {args.layers}" if args.layers else "")
                       + (f" --split {args.split}" if args.split != "dev" else "")
@@ -331,7 +346,8 @@ def run_merge(args) -> None:
 def work_parts(args, records: str | None) -> list[str]:
     """The targets' folder under the work root: model, records file, split, then a layer range not the default."""
     return (([args.model] if args.model else []) + ([Path(records).stem] if records else [])
-            + ([args.split] if args.split != "dev" else []) + ([f"layers{args.layers}"] if args.layers else []))
+            + ([args.split] if args.split != "dev" else []) + ([f"layers{args.layers}"] if args.layers else [])
+            + ([f"vstar_{args.vstar}"] if args.vstar else []))
 
 
 def main() -> None:
@@ -368,6 +384,8 @@ def main() -> None:
         p.add_argument("--model", default=None, help="a model interp.load knows (default: the embedded SmolLM2)")
         p.add_argument("--layers", default=None, metavar="A-B",
                        help="MEMIT's layer range, inclusive (default: the model's row); targets at B, kept apart")
+        p.add_argument("--vstar", default=None, metavar="KEY=VALUE,...",
+                       help="v* hyperparameters other than the model's row (e.g. v_loss_stop=0.5); targets kept apart")
     args = ap.parse_args()
     args.work_root = args.work if args.stage != "merge" else None
     if args.stage != "merge" and args.work == str(WORK):  # each records file, split and range keeps its targets

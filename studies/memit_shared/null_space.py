@@ -1,15 +1,19 @@
-"""The update kept out of the text's leading key directions (issue 37; dev only): applies the rule written in
-README.md ("The text's own directions left alone") to ``memit_key_rule.py compare --null-space`` outputs of the
-mixed dev batch, and writes ``null_space_dev.json``.
+"""Two studies on the mixed dev batch (issue 37; dev only), one rule: the update kept out of the text's leading key
+directions (README.md, "The text's own directions left alone"; ``memit_key_rule.py compare --null-space``; writes
+``null_space_dev.json``), and v* stopped earlier (README.md, "Smaller targets"; ``compare --vstar``; with
+``--study vstar`` writes ``vstar_dev.json``; its candidates are the runs with q 0, the null-space study's those with
+the model's own v*).
 
     .venv/bin/python studies/memit_shared/null_space.py studies/memit_shared/null_space_dev_a.json \
         studies/memit_shared/null_space_dev_b.json studies/memit_shared/null_space_dev_c.json
+    .venv/bin/python studies/memit_shared/null_space.py --study vstar studies/memit_shared/null_space_dev_a.json \
+        studies/memit_shared/null_space_dev_c.json studies/memit_shared/vstar_dev_runs.json
     .venv/bin/python studies/memit_shared/null_space.py --spectrum      # directions each q takes away, per layer
 
 Today's default is (q 0, λ 2500, γ 4); the default before the bare-key row is (q 0, λ 2500, γ 0). Eligible: the
 second set's part keeps ES >= 95; the own part's ES and PS each within 0.5 below today's; the own part's NS at least
 the pre-row default's. The eligible run with the highest NS over the batch wins if it beats today's by more than 0.5
-(ties within 0.1: the smaller q, then the larger λ). Paired differences: per record, normal 95% interval.
+(ties within 0.1: the model's own v*, the smaller q, then the larger λ). Paired differences: per record, normal 95% interval.
 """
 
 import json
@@ -21,11 +25,17 @@ from layers import paired, scores
 from interp.core.provenance import provenance
 
 HERE = Path(__file__).parent
-TODAY, BEFORE_ROW = (0.0, 2500.0, 4.0), (0.0, 2500.0, 0.0)
+TODAY, BEFORE_ROW = ("", 0.0, 2500.0, 4.0), ("", 0.0, 2500.0, 0.0)
+STUDIES = {"null_space": lambda key: key[0] == "", "vstar": lambda key: key[1] == 0.0}   # which runs are candidates
 
 
-def load(paths: list) -> dict:
-    """(q, λ, γ) -> run; every run of the mixed batch (both parts) over one layer range."""
+def label(vstar: dict) -> str:
+    return ",".join(f"{k}={v:g}" for k, v in sorted(vstar.items()))
+
+
+def load(paths: list, study: str = "null_space") -> dict:
+    """(v* label, q, λ, γ) -> run; every run of the mixed batch (both parts) over one layer range that the study
+    counts as a candidate, and the two references."""
     runs, spans = {}, set()
     for path in paths:
         doc = json.loads(Path(path).read_text())
@@ -33,14 +43,15 @@ def load(paths: list) -> dict:
         for run in doc["runs"]:
             if "aggregates_main" not in run:
                 raise SystemExit(f"{path}: a run without both parts (compare --n all --also ...)")
-            key = (float(run.get("null_space_mass", 0.0)), float(run["mom2_update_weight"]),
-                   float(run["bare_key_weight"]))
-            runs[key] = run
+            key = (label(run.get("vstar", {})), float(run.get("null_space_mass", 0.0)),
+                   float(run["mom2_update_weight"]), float(run["bare_key_weight"]))
+            if STUDIES[study](key) or key in (TODAY, BEFORE_ROW):
+                runs[key] = run
     if len(spans) != 1:
         raise SystemExit(f"runs over several layer ranges: {sorted(spans)}")
     for k in (TODAY, BEFORE_ROW):
         if k not in runs:
-            raise SystemExit(f"no run at q {k[0]:g}, λ {k[1]:g}, γ {k[2]:g}: the reference runs are needed")
+            raise SystemExit(f"no run at q {k[1]:g}, λ {k[2]:g}, γ {k[3]:g}: the reference runs are needed")
     return runs
 
 
@@ -50,11 +61,11 @@ def table(runs: dict) -> tuple[list, dict]:
     own = slice(0, n_own)
     t, b = scores(today["aggregates_main"]), scores(before["aggregates_main"])
     rows = []
-    for (q, lam, gamma), run in sorted(runs.items(), key=lambda kv: (kv[0][2], kv[0][0], -kv[0][1])):
+    for (vs, q, lam, gamma), run in sorted(runs.items(), key=lambda kv: (kv[0][3], kv[0][0], kv[0][1], -kv[0][2])):
         if run["aggregates_main"]["efficacy_score"]["n"] != n_own:
             raise SystemExit(f"q {q:g} λ {lam:g} γ {gamma:g}: another own part than today's")
         o, f = scores(run["aggregates_main"]), scores(run["aggregates_also"])
-        row = {"null_space_mass": q, "lambda": lam, "gamma": gamma, "all": scores(run["aggregates"]), "own": o,
+        row = {"vstar": vs, "null_space_mass": q, "lambda": lam, "gamma": gamma, "all": scores(run["aggregates"]), "own": o,
                "second_set": f, "failed_subject_first": run["aggregates"]["efficacy_fail_subject_first"],
                "update_dims": run.get("update_dims"), "relative_update": run["relative_update"],
                "neighborhood_vs_today": paired(run, today, "neighborhood"),
@@ -68,10 +79,12 @@ def table(runs: dict) -> tuple[list, dict]:
     best = None
     if eligible:
         top = max(r["all"]["neighborhood"] for r in eligible)
-        best = next(r for r in eligible if r["all"]["neighborhood"] >= top - 0.1)   # rows run small q, large λ first
-    key = lambda r: {"null_space_mass": r["null_space_mass"], "lambda": r["lambda"], "gamma": r["gamma"]}
+        best = next(r for r in eligible if r["all"]["neighborhood"] >= top - 0.1)   # rows run own v*, small q first
+    key = lambda r: {"vstar": r["vstar"], "null_space_mass": r["null_space_mass"], "lambda": r["lambda"],
+                     "gamma": r["gamma"]}
     adopt = best is not None and best["all"]["neighborhood"] > scores(today["aggregates"])["neighborhood"] + 0.5
-    pick = best if adopt else next(r for r in rows if (r["null_space_mass"], r["lambda"], r["gamma"]) == TODAY)
+    pick = best if adopt else next(r for r in rows
+                                   if (r["vstar"], r["null_space_mass"], r["lambda"], r["gamma"]) == TODAY)
     return rows, key(pick) | {"changed": adopt, "best_eligible": key(best) if best else None}
 
 
@@ -97,15 +110,15 @@ def spectrum(layers=range(5), masses=(0.5, 0.8, 0.9, 0.95, 0.99)) -> None:
 def main():
     if sys.argv[1:] == ["--spectrum"]:
         return spectrum()
-    paths = sys.argv[1:]
+    study, paths = ("vstar", sys.argv[3:]) if sys.argv[1:3] == ["--study", "vstar"] else ("null_space", sys.argv[1:])
     if not paths:
         raise SystemExit(__doc__)
-    rows, choice = table(load(paths))
+    rows, choice = table(load(paths, study))
     for r in rows:
         a, o, f = r["all"], r["own"], r["second_set"]
         d, b = r["neighborhood_vs_today"], r["own_neighborhood_vs_before_row"]
         dims = r["update_dims"] and "/".join(str(v) for v in r["update_dims"].values())
-        print(f"q {r['null_space_mass']:g} λ {r['lambda']:g} γ {r['gamma']:g} (dims {dims}): ES {a['efficacy']:.1f} "
+        print(f"{r['vstar'] or 'own v*'}, q {r['null_space_mass']:g} λ {r['lambda']:g} γ {r['gamma']:g} (dims {dims}): ES {a['efficacy']:.1f} "
               f"PS {a['paraphrase']:.1f} NS {a['neighborhood']:.1f} | own {o['efficacy']:.1f}/{o['paraphrase']:.1f}/"
               f"{o['neighborhood']:.1f} | second {f['efficacy']:.1f}/{f['paraphrase']:.1f}/{f['neighborhood']:.1f} | "
               f"NS vs today {d['mean']:+.2f} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}] | own NS vs before the row "
@@ -113,8 +126,8 @@ def main():
               f"{r['failed_subject_first']}{' | eligible' if r['eligible'] else ''}")
     print(f"choice: {choice}")
     out = {"rule": __doc__.split("\n\n")[2].replace("\n", " "), "inputs": paths, "rows": rows, "choice": choice,
-           "command": "studies/memit_shared/null_space.py " + " ".join(paths), "provenance": provenance()}
-    (HERE / "null_space_dev.json").write_text(json.dumps(out, indent=1))
+           "command": "studies/memit_shared/null_space.py " + " ".join(sys.argv[1:]), "provenance": provenance()}
+    (HERE / f"{study}_dev.json").write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

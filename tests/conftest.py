@@ -39,6 +39,16 @@ def tiny_gpt2():
     return interp.load_tiny("gpt2", seed=0)
 
 
+@pytest.fixture(scope="module", params=["llama", "gpt2"])
+def tiny3(request):
+    """A 3-layer tiny model of each family and its MLP key statistics at layers 0 and 1 (MEMIT's solve tests)."""
+    import interp
+    from interp.analyses.stats import mlp_key_second_moments
+
+    m = interp.load_tiny(request.param, seed=0, n_layers=3)
+    return m, mlp_key_second_moments(m, [0, 1], n_tokens=3000, cache=False, progress=False)
+
+
 @pytest.fixture(autouse=True)
 def _no_hook_leaks(request):
     """Every test must leave every model it touched with zero attached hooks."""

@@ -10,20 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-import interp
-from interp.analyses.stats import mlp_key_second_moments
 from interp.editing.memit import memit_edit
 from interp.editing.preserve import SUBJECTS_FILE, preserve_subjects, subject_list
 
 BUILD = Path(__file__).resolve().parents[1] / "data" / "build"
 FAST = {"v_steps": 6, "templates": ((5, 1),)}
 REQ = {"prompt": "{} is in the city of", "subject": "Tower", "target_new": " Rome"}
-
-
-@pytest.fixture(scope="module", params=["llama", "gpt2"])
-def tiny3(request):
-    m = interp.load_tiny(request.param, seed=0, n_layers=3)
-    return m, mlp_key_second_moments(m, [0, 1], n_tokens=3000, cache=False, progress=False)
 
 
 def keys_of(m, prompt, subject, templates, layer):

@@ -53,27 +53,30 @@ def load(paths: list) -> dict:
     return runs
 
 
+def measured(run: dict, today: dict, before: dict, what: str) -> dict:
+    """One mixed-batch run's row: its scores over the batch and each part, and its paired differences with today's
+    default and the default before the row; ``eligible`` by the rule the mixed-batch studies share (module doc)."""
+    n_own = today["aggregates_main"]["efficacy_score"]["n"]
+    if run["aggregates_main"]["efficacy_score"]["n"] != n_own:
+        raise SystemExit(f"{what}: another own part than today's")
+    o, f = scores(run["aggregates_main"]), scores(run["aggregates_also"])
+    t, b = scores(today["aggregates_main"]), scores(before["aggregates_main"])
+    return {"all": scores(run["aggregates"]), "own": o, "second_set": f,
+            "failed_subject_first": run["aggregates"]["efficacy_fail_subject_first"],
+            "relative_update": run["relative_update"],
+            "neighborhood_vs_today": paired(run, today, "neighborhood"),
+            "own_neighborhood_vs_before_row": paired(run, before, "neighborhood", slice(0, n_own)),
+            "second_set_neighborhood_vs_before_row": paired(run, before, "neighborhood", slice(n_own, None)),
+            "seconds": run["seconds"],
+            "eligible": (f["efficacy"] >= 95.0 and o["efficacy"] >= t["efficacy"] - 0.5
+                         and o["paraphrase"] >= t["paraphrase"] - 0.5 and o["neighborhood"] >= b["neighborhood"])}
+
+
 def table(runs: dict) -> tuple[list, dict]:
     today, before = runs[TODAY], runs[BEFORE_ROW]
-    n_own = today["aggregates_main"]["efficacy_score"]["n"]
-    own = slice(0, n_own)
     rows = []
     for (span, gamma), run in sorted(runs.items(), key=lambda kv: (int(kv[0][0].split("-")[1]), kv[0][1])):
-        if run["aggregates_main"]["efficacy_score"]["n"] != n_own:
-            raise SystemExit(f"range {span} γ {gamma:g}: another own part than today's")
-        o, f = scores(run["aggregates_main"]), scores(run["aggregates_also"])
-        t = scores(today["aggregates_main"])
-        row = {"layers": span, "gamma": gamma, "all": scores(run["aggregates"]), "own": o, "second_set": f,
-               "failed_subject_first": run["aggregates"]["efficacy_fail_subject_first"],
-               "relative_update": run["relative_update"],
-               "neighborhood_vs_today": paired(run, today, "neighborhood"),
-               "own_neighborhood_vs_before_row": paired(run, before, "neighborhood", own),
-               "second_set_neighborhood_vs_before_row": paired(run, before, "neighborhood", slice(n_own, None)),
-               "seconds": run["seconds"]}
-        row["eligible"] = (f["efficacy"] >= 95.0 and o["efficacy"] >= t["efficacy"] - 0.5
-                           and o["paraphrase"] >= t["paraphrase"] - 0.5
-                           and o["neighborhood"] >= scores(before["aggregates_main"])["neighborhood"])
-        rows.append(row)
+        rows.append({"layers": span, "gamma": gamma} | measured(run, today, before, f"range {span} γ {gamma:g}"))
     eligible = [r for r in rows if r["eligible"]]
     best = None
     if eligible:

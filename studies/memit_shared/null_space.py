@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from layers import paired, scores
+from layers import measured, scores
 
 from interp.core.provenance import provenance
 
@@ -57,23 +57,11 @@ def load(paths: list, study: str = "null_space") -> dict:
 
 def table(runs: dict) -> tuple[list, dict]:
     today, before = runs[TODAY], runs[BEFORE_ROW]
-    n_own = today["aggregates_main"]["efficacy_score"]["n"]
-    own = slice(0, n_own)
-    t, b = scores(today["aggregates_main"]), scores(before["aggregates_main"])
     rows = []
     for (vs, q, lam, gamma), run in sorted(runs.items(), key=lambda kv: (kv[0][3], kv[0][0], kv[0][1], -kv[0][2])):
-        if run["aggregates_main"]["efficacy_score"]["n"] != n_own:
-            raise SystemExit(f"q {q:g} λ {lam:g} γ {gamma:g}: another own part than today's")
-        o, f = scores(run["aggregates_main"]), scores(run["aggregates_also"])
-        row = {"vstar": vs, "null_space_mass": q, "lambda": lam, "gamma": gamma, "all": scores(run["aggregates"]), "own": o,
-               "second_set": f, "failed_subject_first": run["aggregates"]["efficacy_fail_subject_first"],
-               "update_dims": run.get("update_dims"), "relative_update": run["relative_update"],
-               "neighborhood_vs_today": paired(run, today, "neighborhood"),
-               "own_neighborhood_vs_before_row": paired(run, before, "neighborhood", own),
-               "second_set_neighborhood_vs_before_row": paired(run, before, "neighborhood", slice(n_own, None)),
-               "seconds": run["seconds"]}
-        row["eligible"] = (gamma == TODAY[2] and f["efficacy"] >= 95.0 and o["efficacy"] >= t["efficacy"] - 0.5
-                           and o["paraphrase"] >= t["paraphrase"] - 0.5 and o["neighborhood"] >= b["neighborhood"])
+        row = {"vstar": vs, "null_space_mass": q, "lambda": lam, "gamma": gamma,
+               "update_dims": run.get("update_dims")} | measured(run, today, before, f"q {q:g} λ {lam:g} γ {gamma:g}")
+        row["eligible"] = row["eligible"] and gamma == TODAY[2]
         rows.append(row)
     eligible = [r for r in rows if r["eligible"]]
     best = None

@@ -71,4 +71,7 @@ def test_bad_null_space_mass_is_refused_and_leaves_the_weights(tiny3):
             memit_edit(m, [REQ], layers=[0, 1], stats=stats, null_space_mass=bad)
     with pytest.raises(ValueError, match=r"null_space_mass=1\.5; allowed"):
         null_space_basis(stats[1].mom2, 1.5)
+    with pytest.raises(ValueError, match=r"null_space_mass=0\.9 takes away every direction of C \(d_mlp 3\)"):
+        null_space_basis(torch.eye(3), 0.9)               # shares 1/3, 2/3, 1: 0.9 needs all three
+    assert null_space_basis(torch.eye(3), 0.6).shape == (3, 1)
     assert m.weights_digest() == digest

@@ -344,6 +344,9 @@ def null_space_basis(mom2: torch.Tensor, mass: float) -> torch.Tensor:
     vals = vals.flip(0).clamp_min(0)
     lead = int(torch.searchsorted(torch.cumsum(vals, 0) / vals.sum(), torch.tensor(mass, dtype=vals.dtype)))
     lead = lead + 1 if mass > 0 else 0
+    if lead >= vals.shape[0]:
+        raise ValueError(f"null_space_mass={mass!r} takes away every direction of C (d_mlp {vals.shape[0]}): the "
+                         "update would have nowhere to go; use a smaller share")
     return vecs.flip(1)[:, lead:]
 
 

@@ -393,11 +393,12 @@ def layer_adjoint(st: States, mom2: torch.Tensor, hp: MemitHparams, layer: int, 
     less than ``bare_key_threshold`` of the update under the solve without the rows, which is then made again with
     them; with "alone" the same under each fact's own solve (:func:`alone_share`)."""
     beta = float(hp.key_spread_weight)
-    extra = [t for t in (beta * st.spread if beta else None, preserve) if t is not None]   # β S, μP
+    terms = [t for t in (beta * st.spread if beta else None, preserve) if t is not None]   # β S, μP
+    extra = sum(terms) if terms else None                                  # summed once, for both solves
 
     def solve(gamma):
-        return solve_layer(st.keys, mom2, hp.mom2_update_weight, hp.mom2_ridge, extra=sum(extra) if extra else None,
-                           bare=st.bare, bare_weights=gamma, basis=basis, layer=layer)
+        return solve_layer(st.keys, mom2, hp.mom2_update_weight, hp.mom2_ridge, extra=extra, bare=st.bare,
+                           bare_weights=gamma, basis=basis, layer=layer)
 
     weight = float(hp.bare_key_weight)
     if weight and hp.bare_key_when == "always":

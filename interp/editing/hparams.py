@@ -151,7 +151,9 @@ class MemitHparams(VStarHparams):
     (of the facts ``bare_key_when`` picks) (:mod:`interp.editing.memit_solve`); ``preserve_weight`` μ > 0 asks
     ``preserve_count`` other subjects' keys under the batch's prompts to keep their outputs, and
     ``neighbour_mean_weight`` ν > 0 their mean key under each bare prompt (:mod:`interp.editing.preserve`);
-    ``null_space_mass`` q > 0 keeps the update out of the leading directions of the text's keys (memit_solve)."""
+    ``null_space_mass`` q > 0 keeps the update out of the leading directions of the text's keys (memit_solve);
+    ``vstar_neighbours`` > 0 asks each fact's v* to leave that many similar subjects' answers alone when they get
+    ``vstar_neighbour_share`` of it (:func:`interp.editing.preserve.vstar_neighbours`)."""
     templates: tuple = ((10, 5),)           # (tokens, count) of sampled context prefixes besides "{}" (paper: 5 x 10)
     clamp_norm_factor: float = 0.75         # |delta| <= factor * |h| (the residual at the last layer)
     mom2_update_weight: float = 2500.0      # λ in λ C + K Kᵀ (GPT-J 15000, GPT-2 XL 20000)
@@ -164,6 +166,9 @@ class MemitHparams(VStarHparams):
     preserve_select: str = "first"          # which: the list's "first", or per prompt the "nearest" to the batch's
     neighbour_mean_weight: float = 0.0      # ν: weight of those subjects' mean key under each bare prompt (preserve.py)
     null_space_mass: float = 0.0            # q: share of C's trace whose leading directions the update leaves alone
+    vstar_neighbours: int = 0               # other subjects per fact whose prompt v* reads (preserve.vstar_neighbours)
+    vstar_neighbour_share: float = 0.5      # the share of delta added at their subject
+    vstar_neighbour_weight: float = 1.0     # weight of their KL(P_edited || P_orig) in the v* loss
 
     KIND = "MEMIT"
 
@@ -176,6 +181,9 @@ class MemitHparams(VStarHparams):
                                        "preserve_weight": "no preserved subject keys",
                                        "neighbour_mean_weight": "no mean neighbour key"})
         check_count(self, "preserve_count")
+        check_count(self, "vstar_neighbours", minimum=0)
+        check_positive(self, "vstar_neighbour_share")
+        check_non_negative(self, "vstar_neighbour_weight")
         t = self.bare_key_threshold
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0:
             raise ValueError(f"bare_key_threshold={t!r}; allowed: a number >= 0 (the bare key's share of the update "

@@ -36,7 +36,7 @@ from .memit_solve import (
     spread,
     updated,
 )
-from .preserve import preserve_terms
+from .preserve import preserve_terms, vstar_neighbours
 from .registry import EditorSpec, register
 from .vstar import context_templates
 
@@ -257,7 +257,8 @@ def _memit(model, records, layers, hp: MemitHparams, seed: int, stats, progress)
     t0 = time.perf_counter()
     templates = context_templates(model, seed=seed, spec=hp.templates)
     notify(progress, stage="templates", templates=templates)
-    targets = optimize_targets(model, requests, layers[-1], hp, templates, seed=seed, progress=progress)
+    targets = optimize_targets(model, requests, layers[-1], hp, templates, seed=seed, progress=progress,
+                               neighbours=vstar_neighbours(model, requests, layers[-1], hp))
     timings["targets_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

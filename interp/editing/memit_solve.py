@@ -207,12 +207,16 @@ class Targets:
 
 
 def optimize_targets(model, requests: list[dict], layer: int, hp: MemitHparams, templates: list[str], *,
-                     seed: int = 0, progress=None) -> Targets:
-    """Stage 1 for every request: ``z_i`` at ``blocks.{layer}.hook_resid_post`` (see the module docstring)."""
+                     seed: int = 0, progress=None, neighbours=None) -> Targets:
+    """Stage 1 for every request: ``z_i`` at ``blocks.{layer}.hook_resid_post`` (see the module docstring).
+    ``neighbours``: per request, other subjects its v* asks to keep their answers with ``vstar_neighbour_share`` of
+    its delta (:func:`interp.editing.preserve.vstar_neighbours`)."""
     hook = f"blocks.{layer}.hook_resid_post"
     zs, inits, batches, info, losses = [], [], [], [], []
     made = [edit_batch(model, r["prompt"], r["subject"], model.target_tokens(r["target_new"]), templates,
-                       hp.kl_prompt, hp.subject_token) for r in requests]
+                       hp.kl_prompt, hp.subject_token, neighbours=neighbours[i] if neighbours else (),
+                       neighbour_share=hp.vstar_neighbour_share, neighbour_weight=hp.vstar_neighbour_weight)
+            for i, r in enumerate(requests)]
     opts = []
     for c in range(0, len(requests), TARGET_CHUNK):
         for j in range(c, min(c + TARGET_CHUNK, len(requests))):

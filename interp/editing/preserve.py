@@ -61,12 +61,12 @@ def preserve_subjects(count: int, exclude=()) -> list[str]:
     return [s for s in pool if s.lower() not in skip][:count]
 
 
-def nearest_subjects(model, prompt: str, batch_subjects, count: int, layer: int) -> list[str]:
-    """The ``count`` subjects of the list (not ``batch_subjects``) whose bare key under ``prompt`` (the prompt up to
-    the subject, no context template) at ``layer`` is most like one of ``batch_subjects``' (cosine after
-    subtracting the list's mean key, which every subject under the prompt shares). The list's keys are kept in the
-    model's cache."""
-    pool = subject_list()
+def nearest_subjects(model, prompt: str, batch_subjects, count: int, layer: int, pool=None) -> list[str]:
+    """The ``count`` subjects of ``pool`` (default: the whole list; never ``batch_subjects``) whose bare key under
+    ``prompt`` (the prompt up to the subject, no context template) at ``layer`` is most like one of
+    ``batch_subjects``' (cosine after subtracting the pool's mean key, which every subject under the prompt shares).
+    The pool's keys are kept in the model's cache."""
+    pool = tuple(subject_list() if pool is None else pool)
     prefix = prompt[: prompt.index("{}") + 2]
     table = model_cache(model, "memit.preserve.pool")
     key = (prefix, int(layer), hashlib.sha256(json.dumps(pool).encode()).hexdigest()[:16])
@@ -80,6 +80,20 @@ def nearest_subjects(model, prompt: str, batch_subjects, count: int, layer: int)
     skip = {s.lower() for s in batch_subjects}
     score[torch.tensor([s.lower() in skip for s in pool])] = -math.inf
     return [pool[i] for i in score.topk(min(count, len(pool) - len(skip))).indices.tolist()]
+
+
+def vstar_neighbours(model, requests, layer: int, hp) -> list[list[str]] | None:
+    """Per request (dict with prompt and subject), the ``hp.vstar_neighbours`` subjects of the whole list whose bare
+    key under its prompt at ``layer`` (the range's last) is most like its own (:func:`nearest_subjects`): the
+    subjects MEMIT's update would move most with it, which its v* asks to keep their answers
+    (:func:`interp.editing.vstar.edit_batch`). None when ``hp.vstar_neighbours`` is 0. The list's keys are read
+    once per distinct prompt prefix (about 45 s each on a 2-core CPU for SmolLM2) and kept in the model's cache."""
+    if not hp.vstar_neighbours:
+        return None
+    if hp.vstar_neighbours > len(subject_list()) - 1:
+        raise ValueError(f"vstar_neighbours={hp.vstar_neighbours}; allowed: at most {len(subject_list()) - 1} (the "
+                         f"subjects of {SUBJECTS_FILE.name} they are chosen from, less one)")
+    return [nearest_subjects(model, r["prompt"], [r["subject"]], hp.vstar_neighbours, layer) for r in requests]
 
 
 def preserved_moments(model, prompts, subjects, layers, templates, *, chunk: int = 64) -> dict[int, torch.Tensor]:

@@ -52,13 +52,25 @@ def _clean_template(text: str) -> str:
 
 @dataclass
 class EditBatch:
-    tokens: torch.Tensor        # [n, width], right-padded; rows 0..n_rewrite-1 rewrite prompts, last row KL prompt
+    tokens: torch.Tensor        # [n, width], right-padded; rows 0..n_rewrite-1 rewrite prompts, then the KL prompt,
+                                # then the neighbour prompts (if any)
     subject_pos: torch.Tensor   # [n] subject's last token
     n_rewrite: int
     target_pos: torch.Tensor    # [n_rewrite, T] positions predicting the target tokens
     kl_pos: int                 # last position of the KL prompt
     target_ids: torch.Tensor    # [T]
     lengths: torch.Tensor       # [n] tokens in each row
+    neighbour_pos: torch.Tensor | None = None   # [m] last position of each neighbour row (rows n_rewrite+1..)
+    neighbour_share: float = 0.0                # the share of delta added at a neighbour row's subject
+    neighbour_weight: float = 0.0               # weight of their mean KL(P_edited || P_orig) in the loss
+
+    @property
+    def n_neighbours(self) -> int:
+        return 0 if self.neighbour_pos is None else len(self.neighbour_pos)
+
+    def delta_scale(self) -> torch.Tensor:
+        """[n] how much of delta each row gets at its subject: 1, a neighbour row ``neighbour_share``."""
+        return torch.cat([torch.ones(self.n_rewrite + 1), torch.full((self.n_neighbours,), self.neighbour_share)])
 
 
 def subject_last_index(model, text: str, subject_end: int) -> int:
@@ -93,10 +105,14 @@ def subject_token_index(model, text: str, subject_end: int, n_chars: int, which:
     return first + which % n
 
 
-def edit_batch(model, prompt, subject, target_ids, templates, kl_prompt, subject_token: int = -1) -> EditBatch:
+def edit_batch(model, prompt, subject, target_ids, templates, kl_prompt, subject_token: int = -1, *,
+               neighbours=(), neighbour_share: float = 0.0, neighbour_weight: float = 0.0) -> EditBatch:
     """The v* optimisation's rows: the prompt in every context template followed by the target (all but its last
     token), then the KL prompt; with the edited subject token's index in each row (``subject_token``, counted in
-    the subject: -1 its last token)."""
+    the subject: -1 its last token). ``neighbours``: other subjects whose bare prompt is read too, with
+    ``neighbour_share`` of delta added at their subject, and asked (weight ``neighbour_weight``) to keep their
+    next-token distribution: a delta that subjects like this one would follow if they got part of it is
+    penalised (MEMIT's spread gives similar keys part of each update; study "memit_shared")."""
     rows, subj, tpos = [], [], []
     T = len(target_ids)
     for tpl in templates:
@@ -109,9 +125,17 @@ def edit_batch(model, prompt, subject, target_ids, templates, kl_prompt, subject
     ids = model.encode(text, prepend_bos=True)
     subj.append(subject_token_index(model, text, end, len(subject), subject_token))
     rows.append(ids)
+    kl_pos, last = len(ids) - 1, []
+    for other in neighbours:
+        text, end = fill_subject(prompt, other)
+        ids = model.encode(text, prepend_bos=True)
+        subj.append(subject_token_index(model, text, end, len(other), subject_token))
+        rows.append(ids)
+        last.append(len(ids) - 1)
     toks, lengths = pad_rows(model, rows)
-    return EditBatch(toks, torch.tensor(subj), len(templates), torch.tensor(tpos), len(ids) - 1,
-                     torch.tensor(target_ids), lengths)
+    return EditBatch(toks, torch.tensor(subj), len(templates), torch.tensor(tpos), kl_pos, torch.tensor(target_ids),
+                     lengths, torch.tensor(last, dtype=torch.long) if neighbours else None, float(neighbour_share),
+                     float(neighbour_weight))
 
 
 def optimize_delta(model, layer: int, b: EditBatch, hp, target: str, progress, *, value_hook: str | None = None,
@@ -139,6 +163,7 @@ class _State:
     done: bool = False
     answered: bool = False
     kl_init: torch.Tensor | None = None
+    nb_init: torch.Tensor | None = None
     out_init: torch.Tensor | None = None
     out_norm: float | None = None
     max_norm: float | None = None
@@ -206,13 +231,14 @@ def _step(model, everything, going: list[_State], step: int, hp, out_name: str, 
     subj = split.columns(local, torch.cat([s.b.subject_pos for s in going]))         # in split.tokens' columns
     owner = torch.cat([torch.full((s.n,), i) for i, s in enumerate(going)])
     mask = torch.zeros(len(idx), split.tokens.shape[1], 1, dtype=model.dtype)
-    mask[local, subj] = 1.0
+    mask[local, subj, 0] = torch.cat([s.b.delta_scale() for s in going]).to(model.dtype)
     mask = mask.to(dev)
     sel_rows, sel_pos, tgt, r0 = [], [], [], 0
     for s in going:
         n_rw, T = s.b.target_pos.shape
-        sel_rows += [r0 + j for j in range(n_rw) for _ in range(T)] + [r0 + s.n - 1]
-        sel_pos += s.b.target_pos.reshape(-1).tolist() + [s.b.kl_pos]
+        m = s.b.n_neighbours
+        sel_rows += [r0 + j for j in range(n_rw) for _ in range(T)] + [r0 + n_rw + j for j in range(m + 1)]
+        sel_pos += s.b.target_pos.reshape(-1).tolist() + [s.b.kl_pos] + ([] if not m else s.b.neighbour_pos.tolist())
         tgt += s.b.target_ids.repeat(n_rw).tolist()
         r0 += s.n
     seen: dict[str, torch.Tensor] = {}
@@ -234,24 +260,30 @@ def _step(model, everything, going: list[_State], step: int, hp, out_name: str, 
     for s in going:
         n_rw, T = s.b.target_pos.shape
         part = logp[k: k + n_rw * T + 1]
+        nb_logp = logp[k + n_rw * T + 1: k + n_rw * T + 1 + s.b.n_neighbours]          # [m, vocab]
         tok_nll = -part[:-1].gather(1, tgt[t0: t0 + n_rw * T, None].to(part.device))[:, 0].reshape(n_rw, T)
         nll = tok_nll.mean(1).mean(0)
         kl_logp = part[-1]
         if step == 0:
             _start(model, s, part, tok_nll, seen, r0, hp, answered)
+            s.nb_init = nb_logp.detach()
             if s.answered:  # answered="keep" (MEMIT, a later round): nothing to write, delta stays 0
                 s.losses.append(float(nll.detach()))
                 s.done = True
-        k, t0, r0 = k + n_rw * T + 1, t0 + n_rw * T, r0 + s.n
+        k, t0, r0 = k + n_rw * T + 1 + s.b.n_neighbours, t0 + n_rw * T, r0 + s.n
         if s.done:
             continue
         kl = torch.sum(kl_logp.exp() * (kl_logp - s.kl_init))
         decay = hp.v_weight_decay * s.delta.norm() / s.out_norm ** 2
         loss = nll + hp.kl_factor * kl + decay
+        extra = {"target": s.target} if several else {}
+        if s.b.n_neighbours:
+            nb_kl = torch.sum(nb_logp.exp() * (nb_logp - s.nb_init), -1).mean()
+            loss = loss + s.b.neighbour_weight * nb_kl
+            extra["neighbour_kl"] = float(nb_kl.detach())
         s.losses.append(float(nll.detach()))
         notify(progress, stage="optimize", step=step, nll=s.losses[-1], kl=float(kl.detach()),
-               loss=float(loss.detach()), delta_norm=float(s.delta.detach().norm()),
-               **({"target": s.target} if several else {}))
+               loss=float(loss.detach()), delta_norm=float(s.delta.detach().norm()), **extra)
         if s.losses[-1] < hp.v_loss_stop:
             s.done = True
             continue
@@ -269,7 +301,7 @@ def _start(model, s: _State, part, tok_nll, seen, r0: int, hp, answered: str) ->
     if s.answered and answered == "raise":
         raise ValueError(f"target {s.target!r} is already the model's answer to the prompt; choose a different "
                          "target")
-    s.keys = seen["keys"][r0: r0 + s.n]
+    s.keys = seen["keys"][r0: r0 + n_rw + 1]                   # (the neighbour rows are not this subject's)
     s.p_before = float(torch.exp(-tok_nll[0].detach().mean()))
     s.kl_init = part[-1].detach()
     s.out_init = seen["out"][r0: r0 + n_rw].mean(0)

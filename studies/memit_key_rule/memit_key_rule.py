@@ -62,7 +62,7 @@ from interp.editing.memit_solve import (
     spread,
     subject_rounds,
 )
-from interp.editing.preserve import preserve_terms
+from interp.editing.preserve import preserve_terms, vstar_neighbours
 from interp.editing.vstar import context_templates
 from interp.editing.vstar import edit_batch
 from interp.editing.eval.run import batch_prompts
@@ -77,7 +77,13 @@ SPREAD_ONLY = ("mom2_update_weight", "key_spread_weight", "mom2_ridge", "bare_ke
 
 
 def target_hparams(hp: dict) -> dict:
-    return {k: v for k, v in hp.items() if k not in SPREAD_ONLY}
+    """The settings a set of targets depends on. Targets stored before the v* neighbour rows existed have none
+    (``vstar_neighbours`` 0), and without them their share and weight do not matter."""
+    hp = {"vstar_neighbours": 0, **hp}
+    out = {k: v for k, v in hp.items() if k not in SPREAD_ONLY and not k.startswith("vstar_neighbour_")}
+    if hp["vstar_neighbours"]:
+        out.update({k: hp[k] for k in ("vstar_neighbour_share", "vstar_neighbour_weight")})
+    return out
 
 
 def dev_facts(limit: int | None = None, split: str = "dev", records_path: str | None = None,
@@ -112,7 +118,7 @@ def vstar_overrides(spec: str | None) -> dict:
         key, _, value = item.partition("=")
         if key not in MemitHparams.__dataclass_fields__ or key in SPREAD_ONLY or not value:
             raise SystemExit(f"--vstar {item!r}: expected KEY=VALUE with KEY a v* hyperparameter of MemitHparams")
-        out[key] = float(value) if key != "v_steps" else int(value)
+        out[key] = int(value) if isinstance(MemitHparams.__dataclass_fields__[key].default, int) else float(value)
     return out
 
 
@@ -125,7 +131,8 @@ def run_targets(args) -> None:
     requests = as_requests(facts[lo:hi])
     templates = context_templates(model, seed=0, spec=hp.templates)
     t0 = time.perf_counter()
-    tg = optimize_targets(model, requests, layers[-1], hp, templates, seed=0)
+    tg = optimize_targets(model, requests, layers[-1], hp, templates, seed=0,
+                          neighbours=vstar_neighbours(model, requests, layers[-1], hp))
     path = part_path(Path(args.work), args.part, args.parts)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file({"z": tg.z.contiguous(), "init": tg.init.contiguous()}, str(path.with_suffix(".safetensors")))

@@ -1,8 +1,9 @@
 """Two studies on the mixed dev batch (issue 37; dev only), one rule: the update kept out of the text's leading key
 directions (README.md, "The text's own directions left alone"; ``memit_key_rule.py compare --null-space``; writes
 ``null_space_dev.json``), and v* stopped earlier (README.md, "Smaller targets"; ``compare --vstar``; with
-``--study vstar`` writes ``vstar_dev.json``; its candidates are the runs with q 0, the null-space study's those with
-the model's own v*).
+``--study vstar`` writes ``vstar_dev.json``, or the file ``--out NAME`` names (after ``--study``); its candidates are
+the runs with q 0, the null-space study's those with the model's own v*; the v* neighbour rows, README.md's
+"Neighbour rows in v*", are such a study).
 
     .venv/bin/python studies/memit_shared/null_space.py studies/memit_shared/null_space_dev_a.json \
         studies/memit_shared/null_space_dev_b.json studies/memit_shared/null_space_dev_c.json
@@ -98,7 +99,9 @@ def spectrum(layers=range(5), masses=(0.5, 0.8, 0.9, 0.95, 0.99)) -> None:
 def main():
     if sys.argv[1:] == ["--spectrum"]:
         return spectrum()
-    study, paths = ("vstar", sys.argv[3:]) if sys.argv[1:3] == ["--study", "vstar"] else ("null_space", sys.argv[1:])
+    args = sys.argv[1:]
+    study, args = ("vstar", args[2:]) if args[:2] == ["--study", "vstar"] else ("null_space", args)
+    name, paths = (args[1], args[2:]) if args[:1] == ["--out"] else (f"{study}_dev.json", args)
     if not paths:
         raise SystemExit(__doc__)
     rows, choice = table(load(paths, study))
@@ -115,7 +118,7 @@ def main():
     print(f"choice: {choice}")
     out = {"rule": __doc__.split("\n\n")[2].replace("\n", " "), "inputs": paths, "rows": rows, "choice": choice,
            "command": "studies/memit_shared/null_space.py " + " ".join(sys.argv[1:]), "provenance": provenance()}
-    (HERE / f"{study}_dev.json").write_text(json.dumps(out, indent=1))
+    (HERE / name).write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

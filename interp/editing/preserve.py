@@ -25,6 +25,11 @@ distinct prompt ``p``: ``+ ν Σ_p tr(ΔW m_p m_pᵀ ΔWᵀ)``, one direction pe
 subject-specific directions the edits need (``P_p`` above holds both). On dev (study "memit_shared", 464 facts at
 once) it gave back about a fifth of the row's neighbourhood cost and lost some efficacy, so the default is ν = 0:
 the rest of the cost lies along directions that subjects of one kind share.
+
+Neighbours for v* (``vstar_neighbours`` N, :func:`vstar_neighbours`): per fact, the N subjects of the list whose
+bare key under its prompt is nearest its own, which its v* then asks to keep their answers when given a share of
+its step (:func:`interp.editing.vstar.edit_batch`). On dev it kept more neighbours and lost efficacy and paraphrase
+at the rate the other remedies did, so the default is N = 0.
 """
 
 from __future__ import annotations

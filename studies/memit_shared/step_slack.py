@@ -1,0 +1,82 @@
+"""How much of its v* step a fact needs (issue 37, dev; README.md, "Neighbour rows in v*"): for each fact of the
+mixed dev batch and each stored set of targets, the bare rewrite prompt with ``s · δ`` added at the subject's last
+token of the residual after the range's last layer (where v* put it), for s in SHARES; a fact succeeds at s when the
+new object's mean token NLL is below the true one's (the success form of efficacy). The spread delivers a median
+0.7 of δ to the bare prompt (``bare_reach`` in the compare runs' rows), so what matters is how many facts still
+succeed at that share.
+
+    OMP_NUM_THREADS=1 .venv/bin/python studies/memit_shared/step_slack.py     # -> step_slack_dev.json
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "memit_key_rule"))
+
+from memit_key_rule import dev_facts  # noqa: E402
+
+import interp  # noqa: E402
+from interp.core.inputs import pad_rows  # noqa: E402
+from interp.core.provenance import provenance  # noqa: E402
+from interp.editing.memit_solve import as_requests  # noqa: E402
+from interp.editing.vstar import fill_subject, subject_token_index  # noqa: E402
+
+HERE = Path(__file__).parent
+WORK = Path.home() / ".cache" / "interp" / "memit_key_rule"
+SHARES = (0.5, 0.6, 0.7, 0.8, 1.0)
+SETS = {"today": "", **{f"w {w}": f"vstar_vstar_neighbours=4,vstar_neighbour_share=1,vstar_neighbour_weight={w}/"
+                        for w in (1, 4)}}
+LAYER = 4
+
+
+def deltas(folder: str) -> torch.Tensor:
+    """[464, d_model] δ = z - h of the own dev set then the second set, as the mixed batch orders them."""
+    out = []
+    for sub in ("", "facts_shared/"):
+        t = load_file(str(WORK / sub / folder / "targets_0of1.safetensors"))
+        out.append(t["z"] - t["init"])
+    return torch.cat(out).float()
+
+
+def margins(model, requests, delta: torch.Tensor, share: float) -> torch.Tensor:
+    """[n] mean token NLL of the true object minus the new one's, bare prompt, ``share · δ`` at the subject."""
+    out = []
+    for r, d in zip(requests, delta):
+        text, end = fill_subject(r["prompt"], r["subject"])
+        ids, pos = model.encode(text, prepend_bos=True), subject_token_index(model, text, end, len(r["subject"]))
+        nll = []
+        for target in (r["target_true"], r["target_new"]):
+            t = model.target_tokens(target)
+            toks, _ = pad_rows(model, [ids + t[:-1]])
+
+            def add(x, hook, d=d, pos=pos):
+                x = x.clone()
+                x[0, pos] += (share * d).to(x.dtype)
+                return x
+            with model.hooks([(f"blocks.{LAYER}.hook_resid_post", add)]):
+                logp = torch.log_softmax(model.run(toks)[0].double(), -1)
+            nll.append(-sum(float(logp[len(ids) - 1 + i, tok]) for i, tok in enumerate(t)) / len(t))
+        out.append(nll[0] - nll[1])
+    return torch.tensor(out)
+
+
+def main():
+    torch.set_num_threads(1)
+    model = interp.load(device="cpu")
+    requests = as_requests(dev_facts()) + as_requests(dev_facts(records_path="interp/editing/records/facts_shared.jsonl"))
+    table = {}
+    for name, folder in SETS.items():
+        d = deltas(folder)
+        table[name] = {str(s): float((margins(model, requests, d, s) > 0).float().mean() * 100) for s in SHARES}
+        print(name, table[name])
+    out = {"doc": __doc__.split("\n\n")[0].replace("\n", " "), "facts": len(requests), "layer": LAYER,
+           "success_pct_by_share": table, "provenance": provenance()}
+    (HERE / "step_slack_dev.json").write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -6,8 +6,10 @@ new object's mean token NLL is below the true one's (the success form of efficac
 succeed at that share.
 
     OMP_NUM_THREADS=1 .venv/bin/python studies/memit_shared/step_slack.py     # -> step_slack_dev.json
+    .venv/bin/python studies/memit_shared/step_slack.py --tables   # the README's per-relation and per-pair tables
 """
 
+import collections
 import json
 import sys
 from pathlib import Path
@@ -64,7 +66,35 @@ def margins(model, requests, delta: torch.Tensor, share: float) -> torch.Tensor:
     return torch.tensor(out)
 
 
+RUNS = {"today": "null_space_dev_a.json", "w 1": "vstar_neighbours_dev_w1.json", "w 4": "vstar_neighbours_dev_w4.json"}
+
+
+def tables(requests) -> None:
+    """ES / PS / NS unedited (success form, %) of the three γ 4, q 0 runs, per relation and per number of other
+    facts of the batch that share the fact's (true → new) pair."""
+    rows = {}
+    for name, file in RUNS.items():
+        doc = json.loads((HERE / file).read_text())
+        rows[name] = next(r for r in doc["runs"] if r.get("null_space_mass", 0) == 0 and r["bare_key_weight"] == 4)["rows"]
+        assert [r["case_id"] for r in rows[name]] == [r["case_id"] for r in requests]
+    pair = collections.Counter((r["target_true"], r["target_new"]) for r in requests)
+    by = {"relation": lambda i: rows["today"][i]["relation"],
+          "others sharing the pair": lambda i: min(pair[(requests[i]["target_true"], requests[i]["target_new"])] - 1, 3)}
+    for title, group in by.items():
+        parts = collections.defaultdict(list)
+        for i in range(len(requests)):
+            parts[group(i)].append(i)
+        print(f"by {title} (3: three or more)" if title != "relation" else "by relation")
+        for g, idx in sorted(parts.items()):
+            cell = lambda key: " → ".join(f"{100 * sum(rows[n][i][key] for i in idx) / len(idx):.1f}" for n in RUNS)
+            print(f"  {g} ({len(idx)}): ES {cell('efficacy_score')} | PS {cell('paraphrase_score')} | "
+                  f"NS unedited {cell('neighborhood_unedited_score')}")
+
+
 def main():
+    if sys.argv[1:] == ["--tables"]:
+        return tables(as_requests(dev_facts()) + as_requests(dev_facts(
+            records_path="interp/editing/records/facts_shared.jsonl")))
     torch.set_num_threads(1)
     model = interp.load(device="cpu")
     requests = as_requests(dev_facts()) + as_requests(dev_facts(records_path="interp/editing/records/facts_shared.jsonl"))

@@ -1,6 +1,6 @@
 """Transcoder training throughput against its FLOP floor, as ratios against a plain forward timed in the same run.
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_features.py [--layers 30] [--width 2304] [--k 32] [--steps 6]
+    OMP_NUM_THREADS=1 python benchmarks/bench_features.py [--layers 30] [--width 2304] [--k 32] [--steps 6] [--rows R] [--adam fused]
 
 train_flop_efficiency: (the floor's FLOPs per batch / the rate a plain no-grad forward of the same batch reaches)
 / the measured seconds of one training step. The floor is ``train.train_flops_per_token``: the forward to the
@@ -27,6 +27,9 @@ def main() -> None:
     ap.add_argument("--width", type=int, default=2304)
     ap.add_argument("--k", type=int, default=32)
     ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--rows", type=int, default=None, help="rows per batch (default: TrainSettings' rows)")
+    ap.add_argument("--adam", choices=["trainer", "fused"], default="trainer",
+                    help="fused: time the step with torch's fused Adam in place of the trainer's (a measurement)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     import interp
@@ -35,9 +38,12 @@ def main() -> None:
     from interp.analyses.features.train import TrainSettings, _Run, forward_flops_per_token, train_flops_per_token
 
     model = interp.load(device="cpu")
-    s = TrainSettings(width=args.width, k=args.k, fit_batches=0)  # every timed batch is a training step
+    rows = {} if args.rows is None else {"rows": args.rows}
+    s = TrainSettings(width=args.width, k=args.k, fit_batches=0, **rows)  # every timed batch is a training step
     sites = {L: Site.transcoder(model, L) for L in range(args.layers)}
     run = _Run(model, sites, s)
+    if args.adam == "fused":
+        run.opt = torch.optim.Adam(run.params, lr=s.learning_rate, betas=(0.9, 0.999), fused=True)
     data = [b for _, b in zip(range(2 * args.steps + 2), batches(model, rows=s.rows, ctx=s.ctx))]
     run.step_on(data[0])  # warm-up: initialises the dictionaries, allocates Adam's moments
     with torch.no_grad():
@@ -65,7 +71,7 @@ def main() -> None:
     print(f"floor_seconds: {floor:.3f}")
     print(f"train_flop_efficiency: {floor / step:.3f}")
     print(f"train_tokens_per_second: {tokens_per_step / step:.0f}")
-    print(f"full_run_hours: {TrainSettings().tokens / tokens_per_step * full_step / 3600:.2f}")
+    print(f"full_run_hours: {s.tokens / tokens_per_step * full_step / 3600:.2f}")
     print(f"peak_rss_gb: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20:.2f}")
 
 

@@ -22,7 +22,7 @@ import torch
 import interp
 from interp.analyses.features import train_transcoders
 from interp.analyses.features.quality import evaluate_transcoders
-from interp.analyses.features.train import Site, TrainSettings, estimate_seconds
+from interp.analyses.features.train import TrainSettings, estimate_seconds, transcoder_sites
 
 HERE = Path(__file__).parent
 SETS = {
@@ -43,12 +43,11 @@ def run_config(model, name: str, overrides: dict, tokens: int, eval_tokens: int,
     train_s = time.time() - t
     q = evaluate_transcoders(model, ds, tokens=eval_tokens, ce_tokens=0, split="dev", progress=False)
     full = TrainSettings(**{**overrides, "tokens": 2_000_000})
-    sites = {L: Site.transcoder(model, L) for L in range(model.n_layers)}
     s = ds.settings
     return {"config": name, "width": s["width"], "k": s["k"], "lr": s["learning_rate"], "rows": s["rows"],
             "tokens": tokens, "steps": s["steps"], "init": s["init"], "fit_batches": s["fit_batches"],
             "train_seconds": round(train_s, 1), "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M"),
-            "full_run_estimate_hours_1thread": round(estimate_seconds(model, sites, full) / 3600, 2),
+            "full_run_estimate_hours_1thread": round(estimate_seconds(model, transcoder_sites(model), full) / 3600, 2),
             "layers": {int(r["layer"]): {"fvu": r["fvu"], "fvu_neurons": r["fvu_neurons"],
                                          "fvu_init": r["fvu_init"], "dead_frac": r["dead_frac"]}
                        for r in q.rows}}

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "memit_key_rule"))
 from memit_key_rule import dev_facts  # noqa: E402
 
 import interp  # noqa: E402
-from interp.core.inputs import pad_rows  # noqa: E402
 from interp.core.provenance import provenance  # noqa: E402
+from interp.editing.eval.measure import target_nll  # noqa: E402
 from interp.editing.memit_solve import as_requests  # noqa: E402
 from interp.editing.vstar import fill_subject, subject_token_index  # noqa: E402
 
@@ -45,24 +45,20 @@ def deltas(folder: str) -> torch.Tensor:
 
 
 def margins(model, requests, delta: torch.Tensor, share: float) -> torch.Tensor:
-    """[n] mean token NLL of the true object minus the new one's, bare prompt, ``share · δ`` at the subject."""
+    """[n] mean token NLL of the true object minus the new one's (the evaluation's :func:`target_nll`), bare
+    prompt, ``share · δ`` at the subject."""
     out = []
     for r, d in zip(requests, delta):
         text, end = fill_subject(r["prompt"], r["subject"])
-        ids, pos = model.encode(text, prepend_bos=True), subject_token_index(model, text, end, len(r["subject"]))
-        nll = []
-        for target in (r["target_true"], r["target_new"]):
-            t = model.target_tokens(target)
-            toks, _ = pad_rows(model, [ids + t[:-1]])
+        pos = subject_token_index(model, text, end, len(r["subject"]))
 
-            def add(x, hook, d=d, pos=pos):
-                x = x.clone()
-                x[0, pos] += (share * d).to(x.dtype)
-                return x
-            with model.hooks([(f"blocks.{LAYER}.hook_resid_post", add)]):
-                logp = torch.log_softmax(model.run(toks)[0].double(), -1)
-            nll.append(-sum(float(logp[len(ids) - 1 + i, tok]) for i, tok in enumerate(t)) / len(t))
-        out.append(nll[0] - nll[1])
+        def add(x, hook, d=d, pos=pos):
+            x = x.clone()
+            x[:, pos] += (share * d).to(x.dtype)   # rows are right-padded: the subject sits at pos in both
+            return x
+        with model.hooks([(f"blocks.{LAYER}.hook_resid_post", add)]):
+            true, new = target_nll(model, [text, text], [r["target_true"], r["target_new"]])
+        out.append(float(true - new))
     return torch.tensor(out)
 
 
@@ -91,13 +87,17 @@ def tables(requests) -> None:
                   f"NS unedited {cell('neighborhood_unedited_score')}")
 
 
+def mixed_requests() -> list:
+    """The mixed dev batch's requests: the own dev set, then the second set's."""
+    return as_requests(dev_facts()) + as_requests(dev_facts(records_path="interp/editing/records/facts_shared.jsonl"))
+
+
 def main():
     if sys.argv[1:] == ["--tables"]:
-        return tables(as_requests(dev_facts()) + as_requests(dev_facts(
-            records_path="interp/editing/records/facts_shared.jsonl")))
+        return tables(mixed_requests())
     torch.set_num_threads(1)
     model = interp.load(device="cpu")
-    requests = as_requests(dev_facts()) + as_requests(dev_facts(records_path="interp/editing/records/facts_shared.jsonl"))
+    requests = mixed_requests()
     table = {}
     for name, folder in SETS.items():
         d = deltas(folder)

@@ -28,8 +28,8 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=32)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--rows", type=int, default=None, help="rows per batch (default: TrainSettings' rows)")
-    ap.add_argument("--adam", choices=["trainer", "fused"], default="trainer",
-                    help="fused: time the step with torch's fused Adam in place of the trainer's (a measurement)")
+    ap.add_argument("--adam", choices=["foreach", "fused"], default=None,
+                    help="TrainSettings.adam, torch's Adam kernel (default: the trainer's)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     import interp
@@ -38,12 +38,10 @@ def main() -> None:
     from interp.analyses.features.train import TrainSettings, _Run, forward_flops_per_token, train_flops_per_token
 
     model = interp.load(device="cpu")
-    rows = {} if args.rows is None else {"rows": args.rows}
-    s = TrainSettings(width=args.width, k=args.k, fit_batches=0, **rows)  # every timed batch is a training step
+    given = {k: v for k, v in (("rows", args.rows), ("adam", args.adam)) if v is not None}
+    s = TrainSettings(width=args.width, k=args.k, fit_batches=0, **given)  # every timed batch is a training step
     sites = {L: Site.transcoder(model, L) for L in range(args.layers)}
     run = _Run(model, sites, s)
-    if args.adam == "fused":
-        run.opt = torch.optim.Adam(run.params, lr=s.learning_rate, betas=(0.9, 0.999), fused=True)
     data = [b for _, b in zip(range(2 * args.steps + 2), batches(model, rows=s.rows, ctx=s.ctx))]
     run.step_on(data[0])  # warm-up: initialises the dictionaries, allocates Adam's moments
     with torch.no_grad():

@@ -13,6 +13,7 @@ from interp.analyses.features.card import FeatureScan, feature_card, scan_featur
 from interp.analyses.features.data import batches, counted, token_rows
 from interp.analyses.features.dictionary import model_info
 from interp.analyses.features.quality import evaluate_transcoders
+from interp.analyses.features.train import TrainSettings, transcoder_sites
 from interp.analyses.features.use import encode, feature_hooks, intervene, run_with_features, splice
 from interp.core import texts
 
@@ -185,6 +186,22 @@ def test_saelens_and_gemmascope_layouts_round_trip(tiny_llama, tmp_path):
 
 
 # ============================================================================================== training
+def test_fused_adam_takes_the_foreach_steps_up_to_rounding(tiny_llama):
+    """``adam="fused"`` is the same optimiser in one kernel: after 16 steps every weight agrees with the foreach
+    run's to float32 rounding, the two runs have different cache keys, and a bad name is refused."""
+    kw = dict(width=128, k=8, tokens=2500, rows=2, ctx=64, progress=False, cache=False)
+    a = train_transcoders(tiny_llama, [1], **kw)
+    b = train_transcoders(tiny_llama, [1], adam="fused", **kw)
+    assert a.settings["steps"] == b.settings["steps"] >= 12 and b.settings["adam"] == "fused"
+    for k, v in a[1].state_dict().items():
+        torch.testing.assert_close(b[1].state_dict()[k], v, rtol=1e-4, atol=1e-5)
+    assert not torch.equal(a[1].W_enc, a.start[1].W_enc)  # it trained, so the agreement is not two starts
+    sites = transcoder_sites(tiny_llama, [1])
+    assert TrainSettings(adam="fused").key(sites) != TrainSettings().key(sites)
+    with pytest.raises(ValueError, match=r"adam='sgd'; allowed: foreach, fused"):
+        TrainSettings(adam="sgd").check(tiny_llama.d_model)
+
+
 def test_training_is_seeded_and_resumes_to_the_same_weights(tiny_llama, tmp_path, monkeypatch):
     monkeypatch.setenv("INTERP_CACHE", str(tmp_path))
     m = tiny_llama
@@ -489,7 +506,6 @@ def test_bos_rows_start_every_row_with_bos_and_keep_the_stream(embedded):
     import hashlib
     import json
 
-    from interp.analyses.features.train import TrainSettings, transcoder_sites
 
     bos = embedded.bos_token_id
     plain_rows = [r for _, r in zip(range(12), token_rows(embedded, "dev", ctx=32))]
@@ -504,7 +520,7 @@ def test_bos_rows_start_every_row_with_bos_and_keep_the_stream(embedded):
     assert torch.equal(rows[4], later[0]) and torch.equal(rows[5], later[1])
     sites = transcoder_sites(embedded, [3])
     s = TrainSettings()
-    old = {k: v for k, v in asdict(s).items() if k != "bos_rows"}
+    old = {k: v for k, v in asdict(s).items() if k not in ("bos_rows", "adam")}
     blob = json.dumps({"settings": old, "sites": {str(k): asdict(v) for k, v in sites.items()}}, sort_keys=True,
                       default=str).encode()
     assert s.key(sites).endswith(hashlib.sha256(blob).hexdigest()[:10])

@@ -16,7 +16,7 @@ Inputs and targets are divided by a per-site scalar measured on the first batch 
 part of the dictionary and applied in its forward, so a dictionary reads and writes raw activations.
 
 Cache and resume. Finished dictionaries go to ``cache_dir()/features/<model fingerprint>/<settings key>/``; every
-``checkpoint_every`` steps the whole state (parameters, Adam moments, fire counters, step) goes to
+``checkpoint_every`` steps (default: every 200 rows) the whole state (parameters, Adam moments, fire counters, step) goes to
 ``checkpoint.safetensors`` there. A run with the same settings continues from it and ends with the weights an
 uninterrupted run gives (the batches are a pure function of the seed; tests check bit equality). Ctrl-C (or a
 ``callback`` raising KeyboardInterrupt) writes the checkpoint before the interrupt goes on.
@@ -44,6 +44,7 @@ from .dictionary import Dictionary, DictionarySet, Site, model_info
 
 
 INITS = ("data", "random")
+ADAMS = ("foreach", "fused")
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class TrainSettings:
     seed: int = 0
     sources: tuple = SOURCES
     bos_rows: bool = False  # every row starts with BOS (data.py); no gain on dev (studies/features_layer11)
+    adam: str = "foreach"  # torch's Adam kernel: "foreach" or "fused" (one pass over the moments; differs in last bits)
 
     def check(self, d_model: int) -> "TrainSettings":
         if self.init not in INITS:
@@ -85,6 +87,8 @@ class TrainSettings:
                 raise ValueError(f"{name}={v!r}; allowed: a positive integer")
         if not isinstance(self.bos_rows, bool):
             raise ValueError(f"bos_rows={self.bos_rows!r}; allowed: True or False")
+        if self.adam not in ADAMS:
+            raise ValueError(f"adam={self.adam!r}; allowed: {', '.join(ADAMS)}")
         if self.k >= self.width:
             raise ValueError(f"k={self.k} with width={self.width}; allowed: 1 <= k < width")
         if self.lr is not None and not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
@@ -97,8 +101,10 @@ class TrainSettings:
 
     def key(self, sites: dict) -> str:
         settings = asdict(self)
-        if not self.bos_rows:  # the field came later: runs without it keep their cache keys
+        if not self.bos_rows:  # the fields came later: runs at their first values keep their cache keys
             del settings["bos_rows"]
+        if self.adam == "foreach":
+            del settings["adam"]
         blob = json.dumps({"settings": settings, "sites": {str(k): asdict(s) for k, s in sites.items()}},
                           sort_keys=True, default=str).encode()
         kind = next(iter(sites.values())).kind
@@ -137,8 +143,8 @@ def cached_transcoders(model, layers=None, *, settings: TrainSettings | None = N
 
 
 def train_transcoders(model, layers=None, *, settings: TrainSettings | None = None, cache: bool = True,
-                      retrain: bool = False, progress: bool = True, checkpoint_every: int = 50, callback=None,
-                      world: World | None = None, **overrides) -> DictionarySet:
+                      retrain: bool = False, progress: bool = True, checkpoint_every: int | None = None,
+                      callback=None, world: World | None = None, **overrides) -> DictionarySet:
     """Skip-transcoders for ``layers`` (default: every layer), one per layer, trained together (or loaded from the
     cache). ``settings`` / keyword overrides: :class:`TrainSettings` fields. ``world``: this process's rank among
     torch.distributed ranks (``interp.analyses.dist.init()``; each rank runs ``rows / ranks`` rows of every batch,
@@ -149,7 +155,7 @@ def train_transcoders(model, layers=None, *, settings: TrainSettings | None = No
 
 
 def train_sae(model, hook: str, *, settings: TrainSettings | None = None, cache: bool = True,
-              retrain: bool = False, progress: bool = True, checkpoint_every: int = 50, callback=None,
+              retrain: bool = False, progress: bool = True, checkpoint_every: int | None = None, callback=None,
               **overrides) -> Dictionary:
     """A residual-stream (or any hook's) TopK SAE at ``hook``, with the same trainer; no skip by default."""
     overrides.setdefault("skip", False)
@@ -222,6 +228,8 @@ def _train(model, sites: dict, settings: TrainSettings, cache, retrain, progress
          f"{settings.tokens:,} tokens: about {estimate_seconds(model, sites, settings) / 60:.0f} min on this "
          f"machine (cache: {folder if cache else 'off'})", progress)
     run = _Run(model, sites, settings, world)
+    # a checkpoint of every layer is ~1 GB: by default one per 200 rows (51k tokens at ctx 256), whatever the batch
+    every = checkpoint_every if checkpoint_every is not None else max(1, 200 // settings.rows)
     ckpt = folder / "checkpoint.safetensors"
     if cache and not retrain and ckpt.exists():
         run.load_checkpoint(read_state(ckpt))
@@ -239,7 +247,7 @@ def _train(model, sites: dict, settings: TrainSettings, cache, retrain, progress
             pbar.set_postfix(tok_s=f"{rate:.0f}", fvu=f"{info['fvu']:.3f}", refresh=False)
             if callback is not None:
                 callback({**info, "step": run.step, "seen": run.seen})
-            if cache and writer and checkpoint_every and not run.fitting and run.batch % checkpoint_every == 0:
+            if cache and writer and every and not run.fitting and run.batch % every == 0:
                 write_state(ckpt, run.checkpoint())
     except KeyboardInterrupt:
         if cache and writer and not run.fitting:
@@ -270,7 +278,9 @@ class _Run:
                                     skip=settings.skip, site=site, model=model_info(model))
                       for k, site in sites.items()}
         self.params = [p for d in self.dicts.values() for p in d.parameters() if p.requires_grad]
-        self.opt = torch.optim.Adam(self.params, lr=settings.learning_rate, betas=(0.9, 0.999), foreach=True)
+        fused = settings.adam == "fused"
+        self.opt = torch.optim.Adam(self.params, lr=settings.learning_rate, betas=(0.9, 0.999),
+                                    foreach=not fused, fused=fused)
         self.idle = {k: torch.zeros(settings.width, dtype=torch.long) for k in sites}  # tokens since last fired
         self.step, self.batch, self.seen, self.started = 0, 0, 0, False
         self.fit: dict = {}  # site -> [A = Σ x1ᵀx1, B = Σ x1ᵀy] while the first batches are being fitted

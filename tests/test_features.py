@@ -238,6 +238,7 @@ def test_training_lowers_fvu_below_initialisation_on_tiny(tiny_llama):
     row = q.rows[0]
     assert row["fvu"] < row["fvu_init"]
     assert 0 <= row["dead_frac"] <= 1 and row["l0"] <= 8
+    assert f"transcoders on {q.settings['tokens']:,} dev tokens" in q.summary()  # says which split it read
     s = q.stack
     assert s["positions"] > 0 and 0 <= s["top1_agreement"] <= 1
     assert s["top1_agreed"] / s["positions"] == s["top1_agreement"]

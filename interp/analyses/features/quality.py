@@ -52,7 +52,8 @@ class DictionaryQuality(Result):
 
     def summary(self) -> str:
         f = self.to_frame()
-        return (f"{len(f)} transcoders on {self.settings.get('tokens', 0):,} held-out tokens: median FVU "
+        split = {"heldout": "held-out"}.get(self.settings.get("split", "heldout"), self.settings.get("split"))
+        return (f"{len(f)} transcoders on {self.settings.get('tokens', 0):,} {split} tokens: median FVU "
                 f"{f['fvu'].median():.3f} (k-largest neurons {f['fvu_neurons'].median():.3f}, at init "
                 f"{f['fvu_init'].median():.3f}); median CE-loss score {f['ce_score'].median():.3f} (neurons "
                 f"{f['ce_score_neurons'].median():.3f}); dead {f['dead_frac'].max():.1%} at most; every layer "

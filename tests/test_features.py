@@ -230,6 +230,31 @@ def test_training_is_seeded_and_resumes_to_the_same_weights(tiny_llama, tmp_path
     assert m.attached_hook_count() == 0
 
 
+def test_an_interrupt_inside_a_step_keeps_the_last_checkpoint(tiny_llama, tmp_path, monkeypatch):
+    """Ctrl-C after Adam's update but before the step is counted: writing that state would make the resumed run
+    take the batch twice. The periodic checkpoint stands instead, and the resumed weights equal a whole run's."""
+    monkeypatch.setenv("INTERP_CACHE", str(tmp_path))
+    kw = dict(width=128, k=8, tokens=2500, rows=2, ctx=64, progress=False)
+    whole = train_transcoders(tiny_llama, [0, 1], cache=False, **kw)
+    adam_step, calls = torch.optim.Adam.step, []
+
+    def step_then_interrupt(self, *a, **k):
+        out = adam_step(self, *a, **k)
+        calls.append(1)
+        if len(calls) == 8:
+            raise KeyboardInterrupt
+        return out
+
+    monkeypatch.setattr(torch.optim.Adam, "step", step_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        train_transcoders(tiny_llama, [0, 1], checkpoint_every=3, **kw)
+    monkeypatch.setattr(torch.optim.Adam, "step", adam_step)
+    resumed = train_transcoders(tiny_llama, [0, 1], checkpoint_every=3, **kw)
+    for L in (0, 1):
+        for k, v in whole[L].state_dict().items():
+            assert torch.equal(v, resumed[L].state_dict()[k]), (L, k)
+
+
 def test_training_lowers_fvu_below_initialisation_on_tiny(tiny_llama):
     m = tiny_llama
     ds = train_transcoders(m, [1], width=128, k=8, tokens=6000, rows=2, ctx=64, lr=3e-3, cache=False,

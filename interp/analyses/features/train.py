@@ -19,7 +19,8 @@ Cache and resume. Finished dictionaries go to ``cache_dir()/features/<model fing
 ``checkpoint_every`` steps (default: every 200 rows) the whole state (parameters, Adam moments, fire counters, step) goes to
 ``checkpoint.safetensors`` there. A run with the same settings continues from it and ends with the weights an
 uninterrupted run gives (the batches are a pure function of the seed; tests check bit equality). Ctrl-C (or a
-``callback`` raising KeyboardInterrupt) writes the checkpoint before the interrupt goes on.
+``callback`` raising KeyboardInterrupt) writes the checkpoint before the interrupt goes on; an interrupt inside a
+step writes nothing (the state is half-updated there) and the last periodic checkpoint stands.
 """
 
 from __future__ import annotations
@@ -241,7 +242,9 @@ def _train(model, sites: dict, settings: TrainSettings, cache, retrain, progress
                               sources=settings.sources, start_batch=run.batch, bos_rows=settings.bos_rows):
             if run.seen >= settings.tokens:
                 break
+            run.mid_step = True  # an interrupt inside the step leaves a half-made state: the last checkpoint stands
             info = run.step_on(tokens)
+            run.mid_step = False
             pbar.update(info["tokens"])
             rate = (run.seen - seen0) / max(time.perf_counter() - t0, 1e-9)
             pbar.set_postfix(tok_s=f"{rate:.0f}", fvu=f"{info['fvu']:.3f}", refresh=False)
@@ -250,9 +253,12 @@ def _train(model, sites: dict, settings: TrainSettings, cache, retrain, progress
             if cache and writer and every and not run.fitting and run.batch % every == 0:
                 write_state(ckpt, run.checkpoint())
     except KeyboardInterrupt:
-        if cache and writer and not run.fitting:
+        if cache and writer and not run.fitting and not run.mid_step:
             write_state(ckpt, run.checkpoint())
             emit(f"interrupted at step {run.step}; the state is in {ckpt} (the same call resumes there)", progress)
+        elif cache and writer and ckpt.exists():
+            emit(f"interrupted inside step {run.step + 1}; the checkpoint in {ckpt} stands (the same call resumes "
+                 "there)", progress)
         raise
     finally:
         pbar.close()
@@ -283,6 +289,7 @@ class _Run:
                                     foreach=not fused, fused=fused)
         self.idle = {k: torch.zeros(settings.width, dtype=torch.long) for k in sites}  # tokens since last fired
         self.step, self.batch, self.seen, self.started = 0, 0, 0, False
+        self.mid_step = False
         self.fit: dict = {}  # site -> [A = Σ x1ᵀx1, B = Σ x1ᵀy] while the first batches are being fitted
         self.sample: dict = {}  # site -> sampled [z, y] rows for the data start
         self.start: dict = {}  # site -> state dict as the first Adam step found it

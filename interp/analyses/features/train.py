@@ -16,8 +16,8 @@ Inputs and targets are divided by a per-site scalar measured on the first batch 
 part of the dictionary and applied in its forward, so a dictionary reads and writes raw activations.
 
 Cache and resume. Finished dictionaries go to ``cache_dir()/features/<model fingerprint>/<settings key>/``; every
-``checkpoint_every`` steps (default: every 200 rows) the whole state (parameters, Adam moments, fire counters, step) goes to
-``checkpoint.safetensors`` there. A run with the same settings continues from it and ends with the weights an
+``checkpoint_every`` steps (default: every 200 rows) the whole state (parameters, Adam moments, fire counters, step)
+goes to ``checkpoint.safetensors`` there. A run with the same settings continues from it and ends with the weights an
 uninterrupted run gives (the batches are a pure function of the seed; tests check bit equality). Ctrl-C (or a
 ``callback`` raising KeyboardInterrupt) writes the checkpoint before the interrupt goes on; an interrupt inside a
 step writes nothing (the state is half-updated there) and the last periodic checkpoint stands.

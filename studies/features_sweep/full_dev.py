@@ -28,7 +28,8 @@ HERE = Path(__file__).parent
 CONFIGS = {
     # named explicitly, so the names keep meaning what they meant when the condition was written
     "today": dict(rows=4, lr=2e-3, fit_batches=16, adam="foreach"),
-    # the pick; fused Adam is the same optimiser in one kernel (tests/test_features.py), a quarter less time at rows 1 (bench_features: 1.20 s a step against 1.62)
+    # the pick; fused Adam is the same optimiser in one kernel (tests/test_features.py), a quarter less time at
+    # rows 1 (bench_features, one thread: 1.20 s a step against 1.62)
     "rows1_lr0.002": dict(rows=1, lr=2e-3, fit_batches=64, adam="fused"),
 }
 

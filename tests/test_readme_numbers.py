@@ -124,3 +124,35 @@ def test_memit_shared_tables_are_their_stored_runs(header, label):
     assert _close(cells[5].rstrip("%"), stored["loss_drift"]), f"{label} drift: {cells[5]!r}, {stored['loss_drift']}"
     shown_failed = int(cells[6].split(":")[0].split()[0])
     assert shown_failed == sum(stored["failure_counts"].values()), (label, cells[6], stored["failure_counts"])
+
+
+def test_features_sweep_full_dev_table_is_its_stored_rows():
+    """studies/features_sweep/README.md's table of the dev condition: each row is its line of full_dev.jsonl."""
+    here = ROOT / "studies/features_sweep"
+    stored = {}
+    for ln in (here / "full_dev.jsonl").read_text().splitlines():
+        r = json.loads(ln)
+        stored[r["config"]] = r  # a later line for the same configuration (a rerun) is the one shown
+    lines = (here / "README.md").read_text().replace("**", "").splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("| configuration | steps | median dev FVU"))
+    seen = set()
+    for ln in lines[start + 2:]:
+        if not ln.startswith("|"):
+            break
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        config = re.match(r"`([^`]+)`", cells[0]).group(1)
+        r, layers = stored[config], stored[config]["layers"]
+        seen.add(config)
+        assert int(cells[1].replace(",", "")) == r["steps"], (config, cells[1])
+        assert _close(cells[2], r["median_fvu"]), (config, cells[2], r["median_fvu"])
+        meet = sum(v["fvu"] <= 0.5 * v["fvu_neurons"] for v in layers.values())
+        assert cells[3] == f"{meet} of {len(layers)}", (config, cells[3], meet)
+        worst = max(layers, key=lambda L: layers[L]["dead_frac"])
+        m = re.match(r"([\d.]+)% \(layer (\d+)\)", cells[4])
+        assert m and _close(m.group(1), 100 * r["max_dead_frac"]) and int(m.group(2)) == int(worst), (config, cells[4])
+        over = sorted(int(L) for L, v in layers.items() if v["dead_frac"] > 0.05)
+        assert int(cells[5].split()[0]) == len(over), (config, cells[5], over)
+        if over:
+            runs = re.findall(r"(\d+)(?:–(\d+))?", cells[5].split("(", 1)[1])
+            assert sorted(x for a, b in runs for x in range(int(a), int(b or a) + 1)) == over, (config, cells[5])
+    assert seen == set(stored), (seen, set(stored))

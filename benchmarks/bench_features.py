@@ -5,7 +5,7 @@
 
 Width, k, rows and the Adam kernel default to ``TrainSettings``'. ``--threads 2`` times the step as the 2-core
 machine runs it: the one-thread figure does not carry over by a fixed factor (at rows 1 it scaled to 1.7 h on two
-threads; the run took 2.2–2.7 h, studies/features_sweep/README.md).
+threads; the run took about 2.0–2.4 h, studies/features_sweep/README.md).
 
 train_flop_efficiency: (the floor's FLOPs per batch / the rate a plain no-grad forward of the same batch reaches)
 / the measured seconds of one training step. The floor is ``train.train_flops_per_token``: the forward to the

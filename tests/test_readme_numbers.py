@@ -1,6 +1,7 @@
 """Every result table in README.md is what a stored result says: each number is read from its study's JSON and
 compared at the precision the README prints (half a unit of the last digit shown). So are the before/after tables
-of ``studies/memit_shared/README.md``."""
+of ``studies/memit_shared/README.md``, and the dev-condition table of
+``studies/features_sweep/README.md``."""
 
 import json
 import re

@@ -7,7 +7,8 @@ import json
 import pytest
 import torch
 
-from interp.analyses.accumulate import Accumulator, World, reduce, scan
+from interp.analyses import accumulate
+from interp.analyses.accumulate import Accumulator, World, read_state, reduce, scan, write_state
 from interp.analyses.head_scan import HeadStats
 from interp.analyses.stats import KeyStats
 from interp.analyses.topk import TopK
@@ -106,3 +107,69 @@ class _FakeWorld(World):
     @property
     def distributed(self) -> bool:
         return True
+
+
+class _Killed(BaseException):
+    """Stands for the process dying: nothing after it runs, nothing catches it."""
+
+
+def _state(value: float) -> dict:
+    return {"tensors": {"w": torch.full((64,), value)}, "meta": {"value": value}}
+
+
+def _write_killed_at(path, state, monkeypatch, nth: int) -> None:
+    """``write_state`` stopped just before its ``nth`` rename."""
+    calls = []
+
+    def replace(src, dst):
+        calls.append(dst)
+        if len(calls) == nth:
+            raise _Killed
+        return real(src, dst)
+
+    real = accumulate.os.replace
+    monkeypatch.setattr(accumulate.os, "replace", replace)
+    try:
+        with pytest.raises(_Killed):
+            write_state(path, state)
+    finally:
+        monkeypatch.setattr(accumulate.os, "replace", real)
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3])
+def test_a_write_stopped_at_any_rename_leaves_a_whole_state(tmp_path, monkeypatch, nth):
+    path = tmp_path / "checkpoint.safetensors"
+    write_state(path, _state(1.0))
+    _write_killed_at(path, _state(2.0), monkeypatch, nth)
+    got = read_state(path)
+    # before the tensor file's rename (the 2nd) the old state stands; after it, the new one
+    want = 1.0 if nth <= 2 else 2.0
+    assert got["meta"] == {"value": want} and torch.equal(got["tensors"]["w"], torch.full((64,), want))
+    # killed twice in the window: the file on disk still matches an entry the sidecar keeps
+    _write_killed_at(path, _state(3.0), monkeypatch, 2)
+    assert read_state(path)["meta"] == {"value": want}
+    # the next whole write reads back alone, the sidecar as a completed write leaves it
+    write_state(path, _state(4.0))
+    assert read_state(path)["meta"] == {"value": 4.0}
+    assert set(json.loads(path.with_suffix(".json").read_text())) == {"meta", "sha256", "bytes"}
+
+
+def test_a_first_write_stopped_before_its_tensor_file_leaves_no_state(tmp_path, monkeypatch):
+    path = tmp_path / "checkpoint.safetensors"
+    _write_killed_at(path, _state(1.0), monkeypatch, 2)
+    assert not path.exists()  # callers test exists() before resuming: no checkpoint, not a broken one
+    with pytest.raises(FileNotFoundError):
+        read_state(path)
+    write_state(path, _state(1.0))
+    assert read_state(path)["meta"] == {"value": 1.0}
+
+
+def test_an_altered_file_matching_no_kept_entry_is_refused(tmp_path, monkeypatch):
+    path = tmp_path / "checkpoint.safetensors"
+    write_state(path, _state(1.0))
+    _write_killed_at(path, _state(2.0), monkeypatch, 2)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1  # same size, other bytes
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="truncated or altered"):
+        read_state(path)

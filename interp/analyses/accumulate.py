@@ -218,23 +218,46 @@ def reduce(acc: Accumulator, world: World) -> Accumulator:
 
 # ============================================================================================== on disk
 def write_state(path: Path, state: dict) -> Path:
-    """safetensors (tensors + metadata header) then the JSON sidecar with the tensor file's SHA-256; each written
-    to a temporary name and renamed, so readers see either the old pair or the new one."""
+    """safetensors (tensors + metadata header) plus a JSON sidecar with the tensor file's size and SHA-256, so that
+    a reader stopped at any instant sees a whole state, the old one or the new one.
+
+    Two files cannot be renamed at once, so the sidecar is written twice around the tensor file's rename: first
+    naming the new file and keeping the entries it replaces under ``"previous"`` (the tensor file still on disk
+    matches one of them), then the tensor file, then the sidecar with the new entry alone. Each write goes to a
+    temporary name and is renamed."""
     from safetensors.torch import save_file
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    meta_json = json.dumps(state["meta"], sort_keys=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tensors = {k: v.detach().cpu().contiguous() for k, v in state["tensors"].items()}
-    save_file(tensors, str(tmp), metadata={"meta": meta_json})
-    digest = file_sha256(tmp)
-    os.replace(tmp, path)
+    save_file(tensors, str(tmp), metadata={"meta": json.dumps(state["meta"], sort_keys=True)})
+    entry = {"meta": state["meta"], "sha256": file_sha256(tmp), "bytes": tmp.stat().st_size}
     side = path.with_suffix(".json")
-    tmp_side = side.with_name(f".{side.name}.{os.getpid()}.tmp")
-    tmp_side.write_text(json.dumps({"meta": state["meta"], "sha256": digest, "bytes": path.stat().st_size},
-                                   indent=1, sort_keys=True))
-    os.replace(tmp_side, side)
+    # every entry the file on disk may match: a run killed between the first two steps leaves one more each time
+    kept = [e for e in _sidecar_entries(side) if e.get("sha256") != entry["sha256"]][:_KEEP_PREVIOUS]
+    _write_json(side, {**entry, "previous": kept})
+    os.replace(tmp, path)
+    _write_json(side, entry)
     return path
+
+
+_KEEP_PREVIOUS = 3
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _sidecar_entries(side: Path) -> list[dict]:
+    """The sidecar's entry followed by the earlier ones it still keeps (none when it is missing or unreadable)."""
+    try:
+        info = json.loads(side.read_text())
+    except (OSError, ValueError):
+        return []
+    previous = info.get("previous") or []
+    return [{k: info.get(k) for k in ("meta", "sha256", "bytes")}, *previous]
 
 
 def read_state(path: Path) -> dict:
@@ -246,10 +269,14 @@ def read_state(path: Path) -> dict:
         raise FileNotFoundError(f"no accumulator file {path}")
     if not side.exists():
         raise ValueError(f"{side} (metadata and checksum of {path.name}) is missing")
-    info = json.loads(side.read_text())
+    entries = _sidecar_entries(side)
+    if not entries:
+        raise ValueError(f"{side} (metadata and checksum of {path.name}) is unreadable")
     size = path.stat().st_size
-    if size != info.get("bytes") or file_sha256(path) != info.get("sha256"):
-        raise ValueError(f"{path} is truncated or altered ({size} bytes, expected {info.get('bytes')}; "
+    digest = file_sha256(path) if any(e.get("bytes") == size for e in entries) else None
+    info = next((e for e in entries if e.get("bytes") == size and e.get("sha256") == digest), None)
+    if info is None:
+        raise ValueError(f"{path} is truncated or altered ({size} bytes, expected {entries[0].get('bytes')}; "
                          "checksum mismatch)")
     with safe_open(str(path), framework="pt") as f:
         tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a dict)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -173,3 +174,23 @@ def test_an_altered_file_matching_no_kept_entry_is_refused(tmp_path, monkeypatch
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="truncated or altered"):
         read_state(path)
+
+
+def test_a_killed_writers_temporary_files_are_removed_by_the_next_write(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "checkpoint.safetensors"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)  # exited, so no process has it (barring reuse within the test)
+    orphans = [tmp_path / f".checkpoint.safetensors.{dead_pid}.tmp", tmp_path / f".checkpoint.json.{dead_pid}.tmp"]
+    live = tmp_path / f".checkpoint.safetensors.{os.getppid()}.tmp"  # a live process's write in progress
+    other = tmp_path / f".other.safetensors.{dead_pid}.tmp"         # another file's
+    for p in [*orphans, live, other]:
+        p.write_bytes(b"x")
+    write_state(path, _state(1.0))
+    assert not any(p.exists() for p in orphans)
+    assert live.exists() and other.exists()
+    assert read_state(path)["meta"] == {"value": 1.0}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [path.name, "checkpoint.json", live.name, other.name])

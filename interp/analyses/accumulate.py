@@ -228,6 +228,7 @@ def write_state(path: Path, state: dict) -> Path:
     from safetensors.torch import save_file
 
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_orphans(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tensors = {k: v.detach().cpu().contiguous() for k, v in state["tensors"].items()}
     save_file(tensors, str(tmp), metadata={"meta": json.dumps(state["meta"], sort_keys=True)})
@@ -242,6 +243,30 @@ def write_state(path: Path, state: dict) -> Path:
 
 
 _KEEP_PREVIOUS = 3
+
+
+def _remove_orphans(path: Path) -> None:
+    """Temporary files of ``path`` and its sidecar left by writers that were killed (a checkpoint's is ~1 GB); a
+    live process's are left alone, since its rename is still to come."""
+    for name in (path.name, path.with_suffix(".json").name):
+        for tmp in path.parent.glob(f".{name}.*.tmp"):
+            pid = tmp.name[len(name) + 2:-4]
+            if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+                continue
+            try:
+                tmp.unlink()
+            except FileNotFoundError:
+                pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _write_json(path: Path, obj: dict) -> None:

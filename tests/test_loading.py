@@ -203,3 +203,25 @@ def test_safetensors_views_match_the_library(tmp_path):
         assert torch.equal(ours[k], ref[k]) and ours[k].dtype == ref[k].dtype
     with pytest.raises(ValueError, match="not a safetensors file"):
         loading.safetensors_views(bytearray(b"\xff" * 16))
+
+
+def test_views_of_a_file_read_into_empty_bytes_outlive_the_array(tmp_path):
+    """What a cache load does: the file read into ``paths.empty_bytes`` (torch's allocator), the tensors viewing it.
+    Once the array's name is gone, the views still hold the file's bytes (the array keeps its tensor alive)."""
+    import gc
+
+    from safetensors.torch import load_file, save_file
+
+    tensors = {"w": torch.randn(64, 32), "b": torch.arange(7)}
+    save_file(tensors, str(tmp_path / "t.safetensors"))
+    size = (tmp_path / "t.safetensors").stat().st_size
+    data = _paths.empty_bytes(size)
+    assert data.dtype.name == "uint8" and data.shape == (size,) and data.flags.writeable
+    with open(tmp_path / "t.safetensors", "rb") as f:
+        assert f.readinto(memoryview(data)) == size
+    views = loading.safetensors_views(data)
+    del data
+    gc.collect()
+    torch.empty(size * 4, dtype=torch.uint8).fill_(255)  # reuse of freed memory would show as 0xff bytes
+    ref = load_file(str(tmp_path / "t.safetensors"))
+    assert all(torch.equal(views[k], ref[k]) for k in ref)

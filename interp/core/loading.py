@@ -318,7 +318,7 @@ def _read_cache(folder: Path):
         if not weights.is_file() or weights.stat().st_size != manifest["size"]:
             raise ValueError(f"size {weights.stat().st_size if weights.is_file() else 'missing'} != "
                              f"{manifest['size']} recorded")
-        data = np.empty(manifest["size"], dtype=np.uint8)  # uninitialised: readinto fills every byte
+        data = _paths.empty_bytes(manifest["size"])  # uninitialised: readinto fills every byte
         with open(weights, "rb") as f:
             if f.readinto(memoryview(data)) != len(data):
                 raise ValueError("file shorter than recorded")

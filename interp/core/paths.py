@@ -92,3 +92,14 @@ def file_sha256(path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def empty_bytes(n: int):
+    """An uninitialised uint8 numpy array of ``n`` bytes for a whole file read into memory, from torch's allocator:
+    numpy asks the kernel for huge pages on large arrays (``madvise``), and where transparent huge pages are
+    defragmented on such a request (``/sys/kernel/mm/transparent_hugepage/defrag`` = ``madvise``, a common
+    default) filling half a GB stalled for 2.5–4.6 s on a 2-core machine, against 0.33 s this way
+    (``benchmarks/bench_load.py``). The array keeps the tensor, so tensors viewing it keep the memory."""
+    import torch
+
+    return torch.empty(n, dtype=torch.uint8).numpy()

@@ -315,6 +315,78 @@ def test_training_lowers_fvu_below_initialisation_on_tiny(tiny_llama):
     q.plot()
 
 
+def test_cross_entropy_figures_equal_plain_forwards_with_the_writes_replaced(tiny_llama):
+    """The CE pass (run from each layer on recorded blocks, only the counted targets unembedded) against whole
+    forwards with the MLP write replaced by a hook at counted positions: clean CE, each layer's spliced and
+    mean-ablated CE, and the top-1 agreement with both layers replaced."""
+    import torch.nn.functional as F
+
+    m = tiny_llama
+    ds = train_transcoders(m, [0, 1], width=128, k=8, tokens=3000, rows=2, ctx=64, lr=3e-3, cache=False,
+                           progress=False)
+    q = evaluate_transcoders(m, ds, tokens=600, ce_tokens=150, rows=2, ctx=64, split="dev", progress=False)
+    dicts = {L: ds[L].eval() for L in (0, 1)}
+    # the mean ablation's write: each MLP write's mean over the counted positions of the first pass
+    sums, seen = {L: 0.0 for L in dicts}, 0
+    from interp.core.hooks import capture
+
+    for toks in batches(m, "dev", rows=2, ctx=64):
+        if seen >= 600:
+            break
+        mask = counted(toks, m.bos_token_id)
+        st, _ = capture(m, toks, [dicts[L].site.write for L in dicts], stop=True)
+        for L in dicts:
+            sums[L] = sums[L] + st[dicts[L].site.write][mask].double().sum(0)
+        seen += int(mask.sum())
+    means = {L: (sums[L] / seen).float() for L in dicts}
+
+    def run(toks, mask, replace):  # replace: {layer: fn(x [n, d]) -> write [n, d]} at counted positions
+        xs, hooks = {}, []
+        for L, fn in replace.items():
+            d = dicts[L]
+            hooks.append((d.site.read, lambda t, hook, L=L: xs.__setitem__(L, t.detach().clone())))
+
+            def write(t, hook, L=L, fn=fn):
+                t = t.clone()
+                t[mask] = fn(xs[L][mask]).to(t.dtype)
+                return t
+            hooks.append((d.site.write, write))
+        with torch.no_grad(), m.hooks(hooks):
+            return m.forward(toks).float()
+
+    ce, top = {}, {}
+    ce_seen = 0
+    for toks in batches(m, "dev", rows=2, ctx=64):
+        if ce_seen >= 150:
+            break
+        toks = toks[: -(-(150 - ce_seen) // 63)]
+        mask = counted(toks, m.bos_token_id)
+        ok = mask[:, :-1] & (toks[:, 1:] != m.bos_token_id)
+        variants = {"clean": {}, "all": {L: dicts[L] for L in dicts}}
+        for L in dicts:
+            variants[(L, "tc")] = {L: dicts[L]}
+            variants[(L, "mean")] = {L: lambda x, L=L: means[L].expand(x.shape[0], -1)}
+        for key, replace in variants.items():
+            logits = run(toks, mask, replace)[:, :-1][ok]
+            nll = F.cross_entropy(logits, toks[:, 1:][ok], reduction="sum")
+            old = ce.get(key, (0.0, 0))
+            ce[key] = (old[0] + float(nll), old[1] + int(ok.sum()))
+            top.setdefault(key, []).append(logits.argmax(-1))
+        ce_seen += int(mask.sum())
+    c = {k: v[0] / v[1] for k, v in ce.items()}
+    for row in q.rows:
+        L = row["layer"]
+        assert row["ce_clean"] == pytest.approx(c["clean"], rel=1e-5)
+        assert row["ce_spliced"] == pytest.approx(c[(L, "tc")], rel=1e-5)
+        assert row["ce_mean_ablated"] == pytest.approx(c[(L, "mean")], rel=1e-5)
+        # the score from those three (on a tiny model mean - clean is small, so it is not compared across runs)
+        want = (row["ce_mean_ablated"] - row["ce_spliced"]) / (row["ce_mean_ablated"] - row["ce_clean"])
+        assert row["ce_score"] == pytest.approx(want, rel=1e-12)
+    agreed = int((torch.cat(top["all"]) == torch.cat(top["clean"])).sum())
+    assert (q.stack["top1_agreed"], q.stack["positions"]) == (agreed, ce["clean"][1])
+    assert q.stack["ce_all_replaced"] == pytest.approx(c["all"], rel=1e-5)
+
+
 def test_small_budget_run_on_the_embedded_model(embedded):
     m = embedded
     info = []

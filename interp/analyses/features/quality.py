@@ -125,11 +125,15 @@ class _Sums:
         return self.err / total
 
 
-def _ce(model, resid_final, tokens, mask) -> tuple[float, int, torch.Tensor]:
-    logits = model.unembed(model.final_norm(resid_final)).float()    # [b, pos, vocab]
-    target_ok = mask[:, :-1] & (tokens[:, 1:] != model.bos_token_id)
-    lp = torch.log_softmax(logits[:, :-1], -1).gather(-1, tokens[:, 1:, None])[..., 0]
-    return float(-(lp[target_ok]).sum()), int(target_ok.sum()), logits[:, :-1].argmax(-1)
+def _ce(model, resid_final, tokens, mask, top: bool = False) -> tuple[float, int, torch.Tensor | None]:
+    """Summed next-token NLL and its count over the counted targets (``mask``, BOS never a target), and when
+    ``top`` the argmax at those positions. Only those positions are unembedded: a [n, vocab] matrix per call, and
+    the NLL as logsumexp minus the target's logit, so no second [n, vocab] tensor is written."""
+    ok = mask[:, :-1] & (tokens[:, 1:] != model.bos_token_id)                     # [b, pos - 1]
+    logits = model.unembed(model.final_norm(resid_final[:, :-1][ok])).float()      # [n, vocab]
+    target = tokens[:, 1:][ok]
+    nll = torch.logsumexp(logits, -1) - logits.gather(-1, target[:, None])[:, 0]
+    return float(nll.sum()), int(ok.sum()), (logits.argmax(-1) if top else None)
 
 
 def evaluate_transcoders(model, dictionaries: DictionarySet, *, tokens: int = 200_000, ce_tokens: int = 8192,
@@ -246,14 +250,14 @@ def _stack(agree, c) -> dict:
 
 
 def _ce_batch(model, toks, mask, store, calls, dicts, twins, baselines, ce, agree, means):
-    def add(key, resid):
-        s, n, top = _ce(model, resid, toks, mask)
+    def add(key, resid, top=False):
+        s, n, argmax = _ce(model, resid, toks, mask, top)
         old = ce.get(key, (0.0, 0))
         ce[key] = (old[0] + s, old[1] + n)
-        return top
+        return argmax
 
     final = store[f"blocks.{model.n_layers - 1}.hook_resid_post"]
-    clean_top = add("clean", final)
+    clean_top = add("clean", final, top=True)
     for L, d in dicts.items():
         pre = store[f"blocks.{L}.hook_resid_pre"]
         mean = means[L]
@@ -265,7 +269,7 @@ def _ce_batch(model, toks, mask, store, calls, dicts, twins, baselines, ce, agre
             add((L, v), run_from(model, calls, L, pre, hooks=_replace_hooks(model, L, mask, fn)))
     first = min(dicts)
     hooks = [h for L, d in dicts.items() for h in _replace_hooks(model, L, mask, lambda x, h, d=d: d(x))]
-    all_top = add("all", run_from(model, calls, first, store[f"blocks.{first}.hook_resid_pre"], hooks=hooks))
-    ok = mask[:, :-1] & (toks[:, 1:] != model.bos_token_id)
-    agree[0] += int((all_top == clean_top)[ok].sum())
-    agree[1] += int(ok.sum())
+    all_top = add("all", run_from(model, calls, first, store[f"blocks.{first}.hook_resid_pre"], hooks=hooks),
+                  top=True)
+    agree[0] += int((all_top == clean_top).sum())      # both over the same counted targets
+    agree[1] += int(all_top.numel())

@@ -23,10 +23,11 @@ import sys
 from pathlib import Path
 
 CHILD = r"""
-import json, sys, time
+import sys, time
+from pathlib import Path
 import numpy as np, torch
 import interp
-from interp.core import loading, paths
+from interp.core import paths
 how, name = sys.argv[1], sys.argv[2]
 if how == "load":
     t = time.perf_counter(); interp.load(name); print(time.perf_counter() - t)
@@ -53,7 +54,7 @@ def _cache_weights(name: str) -> Path:
 
 
 def _time(how: str, name: str, weights: Path) -> float:
-    out = subprocess.run([sys.executable, "-c", "from pathlib import Path\n" + CHILD, how, name, str(weights)],
+    out = subprocess.run([sys.executable, "-c", CHILD, how, name, str(weights)],
                          capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 

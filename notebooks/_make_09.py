@@ -56,8 +56,8 @@ print(f"top-1 agreement with every layer replaced: {s['top1_agreed']} of {s['pos
 neurons' 0.450, top-1 agreement 0.468 at 2M tokens): more of each MLP's write is left to the error nodes, which is
 what the replacement and completeness scores below measure. At 40,000 tokens they are no better than the neuron
 baseline: their median FVU is above the k largest neurons' (0.681 against 0.627) and their CE-loss score about
-level with it (0.442 against 0.434, over 506 predicted tokens). The graphs below are built on dictionaries this weak; the
-faithfulness figures quoted from the studies use the 2M-token ones.
+level with it (0.442 against 0.434, over 506 predicted tokens). The graphs below are built on dictionaries this
+weak; the faithfulness figures quoted from the studies use the 2M-token ones.
 
 The top-1 figure is the least stable number here. With every MLP replaced the stack's next token is fragile, and
 the last bits of training, which differ between CPUs, move it: from the same seed, an Intel Xeon printed 34 of 506

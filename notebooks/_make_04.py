@@ -150,10 +150,12 @@ scores are computed by the same `interp.induction` code through `interp.Model`. 
 run (1,400 steps, against 2,000 by default) keep this notebook within ~3 minutes; the default config's transition
 lies near step 1,100, so 1,400 steps still cover it and the 200 steps after it in every seed (the summary says
 "phase change" per seed). The log is written every 100 steps, so each transition step (the midpoint of the
-steepest logged drop of the repeat loss) has a resolution of 100 steps. `interp reproduce-induction --out DIR
---seeds 5` runs the full demonstration."""),
+steepest logged drop of the repeat loss) has a resolution of 100 steps. Each run trains on one thread, so its
+numbers depend on its seed alone; `workers=2` trains two runs at a time in separate processes, the same weights bit
+for bit as one after another, in about 60% of the time on two cores. `interp reproduce-induction --out DIR
+--seeds 5 --workers 2` runs the full demonstration."""),
     ("code", """# drift: rtol=0.1 - trained on the CPU: float reductions differ in the last bits between CPUs and are amplified over 1,400 steps (the transition step moves on a 100-step grid)
-demo = ind.reproduce(None, layers=2, seeds=3, steps=1400, log_every=100, eval_batch=128)
+demo = ind.reproduce(None, layers=2, seeds=3, steps=1400, log_every=100, eval_batch=128, workers=2)
 print(demo.summary())
 demo.to_frame()[["layers", "seed", "transition_step", "phase_change", "final_repeat_loss", "final_other_loss",
                  "control"]]"""),

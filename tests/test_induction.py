@@ -257,7 +257,8 @@ def test_repeat_batch_marks_exactly_the_predictable_targets():
 
 
 def test_short_training_run_shows_phase_change_and_control_does_not(tmp_path):
-    result = train_mod.reproduce(tmp_path, layers=2, seeds=1, steps=1400, log_every=100, eval_batch=128)
+    # two workers: the run and its control side by side (their numbers equal one process's: the test below)
+    result = train_mod.reproduce(tmp_path, layers=2, seeds=1, steps=1400, log_every=100, eval_batch=128, workers=2)
     main, control = result.main.summary_dict(), result.control.summary_dict()
     assert main["final_induction_score"] > 0.4
     assert main["final_previous_token_score"] > 0.4
@@ -273,6 +274,23 @@ def test_short_training_run_shows_phase_change_and_control_does_not(tmp_path):
     assert saved["transition_step"] == main["transition_step"]
     check_result_object(result)
     check_result_object(result.main)
+
+
+def test_runs_trained_in_worker_processes_equal_runs_trained_here():
+    """workers=2: each run trains in a spawned process and comes back as the same weights, log and K-composition
+    check, bit for bit, in the same order (seeds, then the control); the CPU time counts the workers'."""
+    kw = dict(layers=2, seeds=2, steps=40, log_every=20, eval_batch=32)
+    here, away = train_mod.reproduce(**kw), train_mod.reproduce(workers=2, **kw)
+    pairs = list(zip([*here.runs, here.control], [*away.runs, away.control]))
+    assert [(b.cfg.n_layers, b.cfg.seed) for _, b in pairs] == [(2, 0), (2, 1), (1, 0)]
+    for a, b in pairs:
+        assert a.cfg == b.cfg and a.k_composition == b.k_composition
+        assert a.to_frame().drop(columns="seconds").equals(b.to_frame().drop(columns="seconds"))
+        sa, sb = a.model.state_dict(), b.model.state_dict()
+        assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert away.cpu_seconds >= sum(r.cpu_seconds for _, r in pairs)
+    with pytest.raises(ValueError, match="workers"):
+        train_mod.reproduce(workers=0)
 
 
 def test_training_is_deterministic():
@@ -327,7 +345,8 @@ def test_cli_reproduce_json(tmp_path, capsys):
     (["induction", "--top", "-3"], "--top=-3"), (["induction", "--seq-len", "1"], "--seq-len=1"),
     (["induction", "--n-random", "0"], "--n-random=0"), (["reproduce-induction", "--out", "x", "--seeds", "0"],
                                                          "--seeds=0"),
-    (["reproduce-induction", "--out", "x", "--steps", "0"], "--steps=0")])
+    (["reproduce-induction", "--out", "x", "--steps", "0"], "--steps=0"),
+    (["reproduce-induction", "--out", "x", "--workers", "0"], "--workers=0")])
 def test_cli_rejects_bad_flags_before_any_work(monkeypatch, capsys, argv, word):
     from interp import cli
 

@@ -44,10 +44,18 @@ def facts():
     return load_records(split="test")[:3]
 
 
-def test_a_run_that_changes_nothing_measures_nothing(embedded, facts):
+@pytest.fixture(scope="module")
+def unchanged(embedded, facts):
+    """One run whose edits change nothing (checkpoints at steps 1 and 3), read by the tests below that need no
+    other: a measured run costs ~15 s, and each would make the same one. Returns (result, digest before)."""
     digest = embedded.weights_digest()
     res = sequential_edits(embedded, facts, lambda m, f: NoiseEdit(m, 5, 0.0, 0), progress=False,
-                           checkpoints=[3], gen_tokens=8)
+                           checkpoints=[1, 3], gen_tokens=8)
+    return res, digest
+
+
+def test_a_run_that_changes_nothing_measures_nothing(embedded, facts, unchanged):
+    res, digest = unchanged
     f = res.to_frame()
     assert list(f["n_edited"]) == [1, 2, 3]
     assert (f["loss_drift"] == 0).all() and (f["entropy_drop"] == 0).all()  # same weights, same seeds
@@ -400,13 +408,12 @@ def _x_tick_labels(ax):
 
 
 @pytest.mark.parametrize("stretch", [1, 60], ids=["3 facts, linear axis", "as if 1-120 facts, log axis"])
-def test_the_run_figure_keeps_every_text_on_the_canvas(embedded, facts, stretch):
+def test_the_run_figure_keeps_every_text_on_the_canvas(unchanged, stretch):
     """ScaleResult.plot: the title (the whole summary, wrapped, never cut), labels, legends and tick labels all lie
     inside the figure, and the x axis "facts edited" has no negative tick (it once was symlog, with a "-10¹" tick
     and a third of each panel left of zero). ``stretch`` relabels the 3 steps as 1, 60, 120 facts edited with a
     collapse at the last, the shape of a long run, whose axis is logarithmic from 1."""
-    res = sequential_edits(embedded, facts, lambda m, f: NoiseEdit(m, 5, 0.0, 0), progress=False,
-                           checkpoints=[1, 3], gen_tokens=8)
+    res = unchanged[0]
     if stretch > 1:
         doc = json.loads(json.dumps(res.to_json()))
         for rows in (doc["steps"], doc["checkpoints"]):

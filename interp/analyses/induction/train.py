@@ -399,30 +399,69 @@ class Reproduction(Result):
 
 
 def reproduce(out_dir=None, *, layers: int = 2, seeds: int = 1, steps: int | None = None,
-              threads: int = 1, verbose: bool = False, progress: bool = False, **overrides) -> Reproduction:
+              threads: int = 1, workers: int = 1, verbose: bool = False, progress: bool = False,
+              **overrides) -> Reproduction:
     """The full demonstration. layers=2: the 2-layer run for seeds 0..seeds-1 plus the 1-layer
     control (seed 0); layers=1: the 1-layer model alone. Saves checkpoints, CSV logs, the plot and
     summary.json under out_dir if given. progress / verbose: see :func:`train` (verbose also prints each run's
-    summary on stderr)."""
+    summary on stderr).
+
+    ``workers``: the runs are independent, so with workers > 1 they train in that many fresh (spawned) processes
+    at once, each on ``threads`` threads: the same weights and logs bit for bit as one after another (a run's
+    numbers depend on its config and thread count only), in about 1/workers of the wall clock when the machine has
+    workers x threads cores. A script that calls this with workers > 1 needs the usual ``if __name__ ==
+    "__main__":`` guard, as any use of spawned processes does; progress bars are off in the workers."""
     if layers not in (1, 2):
         raise ValueError(f"layers={layers!r} out of range: allowed 1 or 2")
     check_int("seeds", seeds, 1)
+    check_int("workers", workers, 1)
     t0, c0 = time.perf_counter(), time.process_time()
     base = TrainConfig(threads=threads, **overrides)
     if steps is not None:
         base = replace(base, steps=steps)
-    runs = []
-    for seed in range(seeds if layers == 2 else 1):
-        runs.append(train(replace(base, n_layers=layers, seed=seed), verbose=verbose, progress=progress))
-        emit(runs[-1].summary(), verbose)
-    control = train(replace(base, n_layers=1, seed=0), verbose=verbose, progress=progress) if layers == 2 else None
-    if control is not None:
-        emit("control: " + control.summary(), verbose)
+    cfgs = [replace(base, n_layers=layers, seed=seed) for seed in range(seeds if layers == 2 else 1)]
+    labels = [""] * len(cfgs)
+    if layers == 2:
+        cfgs, labels = [*cfgs, replace(base, n_layers=1, seed=0)], [*labels, "control: "]   # the control, last
+    trained = _train_all(cfgs, labels, workers, verbose=verbose, progress=progress)
+    runs, control = (trained[:-1], trained[-1]) if layers == 2 else (trained, None)
+    away = sum(r.cpu_seconds for r in trained) if min(workers, len(cfgs)) > 1 else 0.0  # the workers' CPU time
     result = Reproduction(runs=runs, control=control, seconds=time.perf_counter() - t0,
-                          cpu_seconds=time.process_time() - c0)
+                          cpu_seconds=time.process_time() - c0 + away)
     if out_dir is not None:
         result.files = save_reproduction(result, out_dir)
     return result
+
+
+def _train_all(cfgs: list, labels: list, workers: int, *, verbose: bool, progress: bool) -> list:
+    """Every config trained, in order; each run's summary emitted, after its label, as it comes in."""
+    def told(run, label):
+        emit(label + run.summary(), verbose)
+        return run
+
+    if min(workers, len(cfgs)) == 1:
+        return [told(train(cfg, verbose=verbose, progress=progress), label) for cfg, label in zip(cfgs, labels)]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn, not fork: a fork of a process with running threads (a Jupyter kernel's, torch's pool) can hang
+    with ProcessPoolExecutor(min(workers, len(cfgs)), mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_train_detached, cfg) for cfg in cfgs]
+        return [told(_attached(cfg, f.result()), label) for cfg, f, label in zip(cfgs, futures, labels)]
+
+
+def _train_detached(cfg: TrainConfig) -> dict:
+    """One run in a worker process, returned as plain data: the weights as a state dict, not the module."""
+    run = train(cfg)
+    return {"log": run.log, "state": run.model.state_dict(), "seconds": run.seconds,
+            "cpu_seconds": run.cpu_seconds, "k_composition": run.k_composition}
+
+
+def _attached(cfg: TrainConfig, done: dict) -> TrainingRun:
+    model = AttnOnlyTransformer(cfg.model_config(), seed=cfg.seed)
+    model.load_state_dict(done["state"])
+    return TrainingRun(cfg=cfg, log=done["log"], model=model, seconds=done["seconds"],
+                       cpu_seconds=done["cpu_seconds"], k_composition=done["k_composition"])
 
 
 def save_reproduction(result: Reproduction, out_dir) -> dict:

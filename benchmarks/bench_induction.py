@@ -8,12 +8,18 @@
                         from word tokens that survive decode -> encode, checked token for token)
   reproduce_seconds     wall clock of the full demonstration (2-layer run + 1-layer control)
   transition_step       the 2-layer run's transition step
+  reproduce_workers_over_serial
+                        wall clock of notebook 04's demonstration (3 seeds + control, --workers-steps steps)
+                        with reproduce(workers=--workers) / the same one run after another (target < 1 on a
+                        machine with that many free cores); `workers_same_weights` checks every run's weights
+                        are bit-identical between the two
 
 Both timings of a ratio are measured in this run, interleaved, median of --repeats, with
 torch threads fixed (--threads). Wall-clock numbers grow when other processes share the cores;
 the `_cpu` lines give the same ratios / durations in process CPU time, which does not.
 
     python benchmarks/bench_induction.py [--batch 8] [--repeats 3] [--threads 1] [--skip-reproduce]
+                                         [--workers 2] [--workers-steps 1400]
 """
 
 from __future__ import annotations
@@ -90,6 +96,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--skip-reproduce", action="store_true")
+    ap.add_argument("--workers", type=int, default=2, help="0: skip the workers comparison")
+    ap.add_argument("--workers-steps", type=int, default=1400)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -134,6 +142,18 @@ def main() -> None:
         s = rep.main.summary_dict()
         print(f"# induction score {s['induction_score_before']:.2f} -> {s['induction_score_after']:.2f}, control max "
               f"{rep.control.summary_dict()['max_induction_score']:.2f}")
+
+    if args.workers > 1:
+        kw = dict(layers=2, seeds=3, steps=args.workers_steps, log_every=100, eval_batch=128, threads=args.threads)
+        serial, serial_wall, _ = timed(lambda: reproduce(**kw))
+        parallel, parallel_wall, _ = timed(lambda: reproduce(workers=args.workers, **kw))
+        runs = lambda r: [*r.runs, r.control]  # noqa: E731
+        same = all(torch.equal(a, b) for x, y in zip(runs(serial), runs(parallel))
+                   for a, b in zip(x.model.state_dict().values(), y.model.state_dict().values()))
+        print(f"# notebook 04's demonstration: 3 seeds + control, {args.workers_steps} steps, {args.threads} "
+              f"thread(s) a run; serial {serial_wall:.1f} s, {args.workers} workers {parallel_wall:.1f} s")
+        print(f"reproduce_workers_over_serial: {parallel_wall / serial_wall:.3f}")
+        print(f"workers_same_weights: {same}")
 
 
 if __name__ == "__main__":

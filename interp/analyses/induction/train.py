@@ -445,9 +445,12 @@ def _train_all(cfgs: list, labels: list, workers: int, *, verbose: bool, progres
     from concurrent.futures import ProcessPoolExecutor
 
     # spawn, not fork: a fork of a process with running threads (a Jupyter kernel's, torch's pool) can hang
-    with ProcessPoolExecutor(min(workers, len(cfgs)), mp_context=multiprocessing.get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(min(workers, len(cfgs)), mp_context=multiprocessing.get_context("spawn"))
+    try:
         futures = [pool.submit(_train_detached, cfg) for cfg in cfgs]
         return [told(_attached(cfg, f.result()), label) for cfg, f, label in zip(cfgs, futures, labels)]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # after an error or Ctrl-C the queued runs do not start
 
 
 def _train_detached(cfg: TrainConfig) -> dict:

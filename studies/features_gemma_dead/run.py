@@ -1,0 +1,58 @@
+"""Gemma 3 270M's dead latents on dev (issue 33): today's AuxK settings against two stronger ones (see README.md).
+
+Each configuration trains transcoders on layers 0 and 5 together (the two layers over the 5% bound on the
+held-out table) at the full budget of TrainSettings (2M counted train tokens), then scores them on the dev split:
+FVU, the k-largest-neurons baseline, dead latents over the whole split (at most --eval-tokens). The dictionaries
+stay in the cache, so an interrupted configuration continues where it stopped when run again.
+
+    .venv/bin/python studies/features_gemma_dead/run.py [--only NAME,...] [--threads 2]
+"""
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+import interp
+from interp.analyses.features.quality import evaluate_transcoders
+from interp.core.provenance import provenance
+
+HERE = Path(__file__).parent
+LAYERS = [0, 5]
+CONFIGS = {"today": {}, "aux_coef_0.125": {"aux_coef": 1 / 8}, "dead_tokens_25k": {"dead_tokens": 25_000}}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default=None, help="comma-separated names of " + ", ".join(CONFIGS))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--eval-tokens", type=int, default=200_000)
+    args = ap.parse_args()
+    names = args.only.split(",") if args.only else list(CONFIGS)
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown:
+        raise SystemExit(f"--only {unknown}; allowed: {', '.join(CONFIGS)}")
+    torch.set_num_threads(args.threads)
+    model = interp.load("gemma3-270m")
+    for name in names:
+        ran = provenance(f"python studies/features_gemma_dead/run.py --only {name} --threads {args.threads} "
+                         f"--eval-tokens {args.eval_tokens}")
+        t = time.time()
+        ds = interp.train_transcoders(model, LAYERS, progress=False, **CONFIGS[name])
+        train_s = time.time() - t
+        t = time.time()
+        q = evaluate_transcoders(model, ds, tokens=args.eval_tokens, ce_tokens=0, split="dev", progress=False)
+        row = {"config": name, "overrides": CONFIGS[name], "steps": ds.settings["steps"],
+               "train_seconds_this_call": round(train_s), "eval_seconds": round(time.time() - t),
+               "dev_tokens": q.settings["tokens"], "date": time.strftime("%Y-%m-%d %H:%M"), "provenance": ran,
+               "layers": {int(r["layer"]): {k: r[k] for k in ("fvu", "fvu_neurons", "fvu_init", "dead_frac", "l0")}
+                          for r in q.rows}}
+        print(json.dumps(row), flush=True)
+        with open(HERE / "results.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -43,7 +43,8 @@ def main() -> None:
     import interp
     from interp.analyses.features.data import batches
     from interp.analyses.features.dictionary import Site
-    from interp.analyses.features.train import TrainSettings, _Run, forward_flops_per_token, train_flops_per_token
+    from interp.analyses.features.cost import forward_flops_per_token, train_flops_per_token
+    from interp.analyses.features.train import TrainSettings, _Run
 
     model = interp.load(device="cpu")
     given = {k: v for k, v in vars(args).items() if k in ("width", "k", "rows", "adam") and v is not None}

@@ -37,7 +37,7 @@ def main() -> None:
     import interp
     from interp.analyses.features import Dictionary, DictionarySet, Site, TrainSettings
     from interp.analyses.features.dictionary import model_info
-    from interp.analyses.features.train import forward_flops_per_token
+    from interp.analyses.features.cost import forward_flops_per_token
 
     model = interp.load(device="cpu")
     s = TrainSettings()

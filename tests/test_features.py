@@ -549,28 +549,30 @@ def test_the_data_card_token_counts_are_the_splits(embedded):
 # ============================================================================================== ranks
 def test_two_ranks_end_with_the_weights_of_one_process(embedded, tmp_path):
     """``python -m interp.dist features --nproc 2``: two gloo ranks, each running half the rows of every batch,
-    end with the weights of one process given the same global batch (float tolerance: sums in another order)."""
+    end with the weights of one process given the same global batch (float tolerance: sums in another order),
+    dead latents restarted from the global batch's tokens included."""
     import os
     import subprocess
     import sys
 
     out = tmp_path / "ranks"
-    args = ["--layers", "1,4", "--width", "192", "--k", "12", "--tokens", "4000", "--rows", "4", "--ctx", "128"]
+    args = ["--layers", "1,4", "--width", "768", "--k", "12", "--tokens", "4000", "--rows", "4", "--ctx", "128",
+            "--dead-tokens", "1", "--resample-every", "500"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "INTERP_CACHE": str(tmp_path / "cache")}
     proc = subprocess.run([sys.executable, "-m", "interp.dist", "features", *args, "--no-cache", "--out", str(out),
                            "--nproc", "2"], capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     info = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("{")))
-    assert info["world_size"] == 2 and info["steps"] >= 6
+    assert info["world_size"] == 2 and info["steps"] >= 6 and sum(info["resampled"].values()) > 0
     ranks = DictionarySet.load(out)
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        one = train_transcoders(embedded, [1, 4], width=192, k=12, tokens=4000, rows=4, ctx=128, cache=False,
-                                progress=False)
+        one = train_transcoders(embedded, [1, 4], width=768, k=12, tokens=4000, rows=4, ctx=128, cache=False,
+                                progress=False, dead_tokens=1, resample_every=500)
     finally:
         torch.set_num_threads(before)
-    assert one.settings["steps"] == info["steps"]
+    assert one.settings["steps"] == info["steps"] and one.settings["resampled"] == info["resampled"]
     for L in (1, 4):
         for k, v in one[L].state_dict().items():
             diff = (ranks[L].state_dict()[k] - v).abs().max()

@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--ctx", type=int, default=None)
     q.add_argument("--lr", type=float, default=None)
     q.add_argument("--seed", type=int, default=None)
+    q.add_argument("--dead-tokens", type=int, default=None, help="idle tokens before a latent counts as dead")
+    q.add_argument("--resample-every", type=int, default=None, help="tokens between restarts of dead latents")
     q.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     common(q)
     return p
@@ -108,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
             res = dist.run_neurons(model, args.layer, n_docs=args.n_docs, k=args.k, **common)
         elif args.job == "features":
             layers = [int(x) for x in args.layers.split(",")] if args.layers else None
-            given = {k: getattr(args, k) for k in ("width", "k", "tokens", "rows", "ctx", "lr", "seed")}
+            given = {k: getattr(args, k) for k in ("width", "k", "tokens", "rows", "ctx", "lr", "seed",
+                                                   "dead_tokens", "resample_every")}
             res = dist.run_features(model, layers, world=world, out=args.out, progress=args.progress,
                                     cache=not args.no_cache, **{k: v for k, v in given.items() if v is not None})
         else:

@@ -14,7 +14,8 @@ from ..analyses.features import TrainSettings, train_transcoders
 from ..analyses.features.card import feature_card
 from ..analyses.features.formats import LAYOUTS, load_dictionaries
 from ..analyses.features.quality import evaluate_transcoders
-from ..analyses.features.train import cached_transcoders, estimate_seconds, transcoder_sites
+from ..analyses.features.cost import estimate_seconds
+from ..analyses.features.train import cached_transcoders, transcoder_sites
 from ..analyses.features.use import encode
 from ..core.inputs import check_int
 from .common import add_common, add_html, html_path, load_model, save_view

@@ -21,7 +21,10 @@ from interp.core.provenance import provenance
 
 HERE = Path(__file__).parent
 LAYERS = [0, 5]
-CONFIGS = {"today": {}, "aux_coef_0.125": {"aux_coef": 1 / 8}, "dead_tokens_25k": {"dead_tokens": 25_000}}
+CONFIGS = {"today": {}, "aux_coef_0.125": {"aux_coef": 1 / 8}, "dead_tokens_25k": {"dead_tokens": 25_000},
+           # the second study (README: "Restarting dead latents"): restarts during the first half of training
+           "resample_200k": {"resample_every": 200_000, "resample_until": 0.5},
+           "resample_100k": {"resample_every": 100_000, "resample_until": 0.5}}
 
 
 def main():
@@ -29,6 +32,7 @@ def main():
     ap.add_argument("--only", default=None, help="comma-separated names of " + ", ".join(CONFIGS))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-tokens", type=int, default=200_000)
+    ap.add_argument("--study", default="auxk", help="which study the rows belong to: auxk (the first) or restarts")
     args = ap.parse_args()
     names = args.only.split(",") if args.only else list(CONFIGS)
     unknown = [n for n in names if n not in CONFIGS]
@@ -38,13 +42,14 @@ def main():
     model = interp.load("gemma3-270m")
     for name in names:
         ran = provenance(f"python studies/features_gemma_dead/run.py --only {name} --threads {args.threads} "
-                         f"--eval-tokens {args.eval_tokens}")
+                         f"--eval-tokens {args.eval_tokens} --study {args.study}")
         t = time.time()
         ds = interp.train_transcoders(model, LAYERS, progress=False, **CONFIGS[name])
         train_s = time.time() - t
         t = time.time()
         q = evaluate_transcoders(model, ds, tokens=args.eval_tokens, ce_tokens=0, split="dev", progress=False)
         row = {"config": name, "overrides": CONFIGS[name], "steps": ds.settings["steps"],
+               "resampled": ds.settings.get("resampled"), "study": args.study,
                "train_seconds_this_call": round(train_s), "eval_seconds": round(time.time() - t),
                "dev_tokens": q.settings["tokens"], "date": time.strftime("%Y-%m-%d %H:%M"), "provenance": ran,
                "layers": {int(r["layer"]): {k: r[k] for k in ("fvu", "fvu_neurons", "fvu_init", "dead_frac", "l0")}

@@ -8,7 +8,8 @@ layer runs and nothing is written to disk. Each dictionary then takes one Adam s
     loss = E|y - ŷ|² / E|y - E y|²  +  aux_coef · AuxK,
 
 where AuxK (Gao et al. 2024) asks the latents that have not fired for ``dead_tokens`` tokens to explain the
-residual error with their ``aux_k`` largest pre-activations, which pulls dead latents back into use. Decoder rows
+residual error with their ``aux_k`` largest pre-activations, which pulls dead latents back into use; with
+``resample_every`` set, dead latents are also restarted from badly reconstructed tokens (:mod:`.resample`). Decoder rows
 stay unit norm (the gradient's component along each row is removed before the step, the rows renormalised after).
 The learning rate warms up over the first 5% of steps and decays linearly to zero over the last 20%.
 
@@ -42,6 +43,8 @@ from ...core.texts import SOURCES
 from ..accumulate import World, all_reduce_sum, read_state, remove_state, write_state
 from .data import batches, counted
 from .dictionary import Dictionary, DictionarySet, Site, model_info
+from .cost import estimate_seconds
+from .resample import resample_dead
 
 
 INITS = ("data", "random")
@@ -76,6 +79,8 @@ class TrainSettings:
     sources: tuple = SOURCES
     bos_rows: bool = False  # every row starts with BOS (data.py); no gain on dev (studies/features_layer11)
     adam: str = "foreach"  # torch's Adam kernel: "foreach" or "fused" (one pass over the moments; differs in last bits)
+    resample_every: int = 0  # tokens between restarts of dead latents (resample.py); 0: never
+    resample_until: float = 0.5  # no restarts after this share of the training tokens
 
     def check(self, d_model: int) -> "TrainSettings":
         if self.init not in INITS:
@@ -88,6 +93,11 @@ class TrainSettings:
                 raise ValueError(f"{name}={v!r}; allowed: a positive integer")
         if not isinstance(self.bos_rows, bool):
             raise ValueError(f"bos_rows={self.bos_rows!r}; allowed: True or False")
+        if not isinstance(self.resample_every, int) or isinstance(self.resample_every, bool) \
+                or self.resample_every < 0:
+            raise ValueError(f"resample_every={self.resample_every!r}; allowed: an integer >= 0 (0: never)")
+        if not isinstance(self.resample_until, (int, float)) or not 0 < self.resample_until <= 1:
+            raise ValueError(f"resample_until={self.resample_until!r}; allowed: a number in (0, 1]")
         if self.adam not in ADAMS:
             raise ValueError(f"adam={self.adam!r}; allowed: {', '.join(ADAMS)}")
         if self.k >= self.width:
@@ -106,6 +116,8 @@ class TrainSettings:
             del settings["bos_rows"]
         if self.adam == "foreach":
             del settings["adam"]
+        if not self.resample_every:
+            del settings["resample_every"], settings["resample_until"]
         blob = json.dumps({"settings": settings, "sites": {str(k): asdict(s) for k, s in sites.items()}},
                           sort_keys=True, default=str).encode()
         kind = next(iter(sites.values())).kind
@@ -174,39 +186,6 @@ def _settings(settings, overrides) -> TrainSettings:
     if "sources" in overrides:
         overrides["sources"] = tuple(overrides["sources"])
     return replace(base, **overrides)
-
-
-def estimate_seconds(model, sites: dict, settings: TrainSettings) -> float:
-    """Seconds the run should take here: its FLOP floor (:func:`train_flops_per_token`) at the rate one plain
-    forward of a [1, ctx] row reaches on this machine now (timed: about a second; the trainer runs at ~0.95 of
-    its floor, ``benchmarks/bench_features.py``)."""
-    toks = torch.randint(0, min(model.d_vocab, 1000), (1, settings.ctx), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        model.forward(toks[:, :16])
-        t = time.perf_counter()
-        model.forward(toks)
-        seconds = time.perf_counter() - t
-    rate = forward_flops_per_token(model, model.n_layers, settings.ctx) * settings.ctx / seconds
-    return settings.tokens * train_flops_per_token(model, sites, settings) / rate
-
-
-def train_flops_per_token(model, sites: dict, settings: TrainSettings) -> float:
-    """The FLOP floor per counted token: the model's forward to the last site plus, per dictionary, encoder
-    forward and weight gradient (4 d W), skip forward and gradient (4 d²) and the decoder's k rows (6 k d)."""
-    last = max(s.layer if s.layer is not None else model.n_layers - 1 for s in sites.values())
-    d = model.d_model
-    per = 4 * d * settings.width + (4 * d * d if settings.skip else 0) + 6 * settings.k * d
-    return forward_flops_per_token(model, last + 1, settings.ctx) + len(sites) * per
-
-
-def forward_flops_per_token(model, n_blocks: int, ctx: int) -> float:
-    """Matrix-product FLOPs per token of blocks 0..n_blocks-1 at context ``ctx`` (attention over ctx/2 keys on
-    average; gated MLP: three d x d_mlp products)."""
-    c = model.cfg
-    d, dq = c.d_model, c.n_heads * c.d_head
-    dkv = (getattr(c, "n_key_value_heads", None) or c.n_heads) * c.d_head
-    per_layer = 2 * d * (2 * dq + 2 * dkv) + 6 * d * c.d_mlp + 2 * 2 * (ctx / 2) * dq
-    return n_blocks * per_layer
 
 
 # ============================================================================================== the run
@@ -294,6 +273,8 @@ class _Run:
         self.sample: dict = {}  # site -> sampled [z, y] rows for the data start
         self.start: dict = {}  # site -> state dict as the first Adam step found it
         self.fit_seen = 0  # tokens used by the least-squares start
+        self.kept: dict = {}  # site -> (z, err) of this step, for a resampling after it
+        self.resampled: dict = {}  # str(site) -> latents restarted so far
         self.names = list(dict.fromkeys(n for s in sites.values() for n in (s.read, s.write)))
 
     # ------------------------------------------------------------------------------------------ one step
@@ -334,9 +315,10 @@ class _Run:
             g["lr"] = lr
         self.opt.zero_grad(set_to_none=True)
         fvus = []
+        due = self._resample_due(n)
         for key, d in self.dicts.items():
             site = self.sites[key]
-            fvus.append(self._loss(key, d, store[site.read], store[site.write], moments[key]))
+            fvus.append(self._loss(key, d, store[site.read], store[site.write], moments[key], keep=due))
         if w.distributed:
             for p in self.params:
                 if p.grad is not None:
@@ -347,10 +329,39 @@ class _Run:
         with torch.no_grad():
             for d in self.dicts.values():
                 d.W_dec.div_(d.W_dec.norm(dim=1, keepdim=True).clamp_min(1e-12))
+        restarted = self._resample(full, share, n) if due else {}
         self.step += 1
         self.batch += 1
         self.seen += n
-        return {"tokens": n, "fvu": sum(fvus) / len(fvus), "fvu_per_site": dict(zip(self.dicts, fvus)), "lr": lr}
+        return {"tokens": n, "fvu": sum(fvus) / len(fvus), "fvu_per_site": dict(zip(self.dicts, fvus)), "lr": lr,
+                "resampled": restarted}
+
+    def _resample_due(self, n: int) -> bool:
+        """Whether this step (of ``n`` counted tokens) crosses a multiple of ``resample_every`` training tokens
+        within the first ``resample_until`` share of them."""
+        every = self.s.resample_every
+        if not every:
+            return False
+        before, after = self.seen - self.fit_seen, self.seen + n - self.fit_seen
+        return after // every > before // every and after <= self.s.resample_until * (self.s.tokens - self.fit_seen)
+
+    def _resample(self, full: torch.Tensor, share: int, n: int) -> dict:
+        """Restart each dictionary's dead latents from this batch (:mod:`.resample`); ``{site: count}``."""
+        offset = int(full[: self.world.rank * share].sum())
+        out = {}
+        for i, (key, d) in enumerate(self.dicts.items()):
+            z, err = self.kept.pop(key)
+            dead = self.idle[key] > self.s.dead_tokens
+            if not dead.any():
+                continue
+            g = torch.Generator().manual_seed(self.s.seed * 104_729 + self.step * 101 + i)
+            idx = resample_dead(d, dead, z, err, opt=self.opt, world=self.world, offset=offset, n_global=n,
+                                generator=g)
+            self.idle[key][idx] = 0
+            self.resampled[str(key)] = self.resampled.get(str(key), 0) + int(idx.numel())
+            out[key] = int(idx.numel())
+        self.kept.clear()
+        return out
 
     @property
     def fit_n(self) -> int:
@@ -433,8 +444,10 @@ class _Run:
         y = yn.double()
         return torch.cat([torch.tensor([y.shape[0], float(y.pow(2).sum())], dtype=torch.float64), y.sum(0)])
 
-    def _loss(self, key, d: Dictionary, x: torch.Tensor, y: torch.Tensor, moments: torch.Tensor) -> float:
-        """Backward of this rank's share of the global loss; returns the global FVU."""
+    def _loss(self, key, d: Dictionary, x: torch.Tensor, y: torch.Tensor, moments: torch.Tensor,
+              keep: bool = False) -> float:
+        """Backward of this rank's share of the global loss; returns the global FVU. ``keep``: hold the inputs and
+        errors for a resampling after the step."""
         n, syy, sy = float(moments[0]), float(moments[1]), moments[2:]
         total = syy - float(sy.pow(2).sum()) / n                # Σ|y - ȳ|² over the global batch
         z = x / d.in_scale
@@ -443,6 +456,8 @@ class _Run:
         vals, idx = d.sparse(pre)                               # [n, k]
         recon = d.decode_sparse(vals, idx, z)                   # [n, d_out]
         err = yn - recon
+        if keep:
+            self.kept[key] = (z.detach(), err.detach())
         sq = err.pow(2).sum()
         loss = sq / total
         with torch.no_grad():
@@ -494,7 +509,8 @@ class _Run:
             for name in ("exp_avg", "exp_avg_sq", "step"):
                 if name in st:
                     tensors[f"adam.{i}.{name}"] = st[name].reshape(-1) if name == "step" else st[name]
-        meta = {"step": self.step, "batch": self.batch, "seen": self.seen, "fit_seen": self.fit_seen, "started": self.started, "settings": asdict(self.s),
+        meta = {"step": self.step, "batch": self.batch, "seen": self.seen, "fit_seen": self.fit_seen,
+                "started": self.started, "settings": asdict(self.s), "resampled": self.resampled,
                 "model": model_info(self.model), "keys": [str(k) for k in self.dicts]}
         return {"tensors": tensors, "meta": meta}
 
@@ -514,10 +530,13 @@ class _Run:
                                      "exp_avg_sq": t[f"adam.{i}.exp_avg_sq"].clone()}
         self.step, self.batch, self.seen, self.fit_seen = meta["step"], meta["batch"], meta["seen"], meta["fit_seen"]
         self.started = meta["started"]
+        self.resampled = dict(meta.get("resampled", {}))
 
     def result(self, key: str) -> DictionarySet:
         settings = {**asdict(self.s), "key": key, "steps": self.step, "tokens_seen": self.seen,
                     "learning_rate": self.s.learning_rate, "model": model_info(self.model)}
+        if self.s.resample_every:
+            settings["resampled"] = dict(self.resampled)
         start = {}
         for i, (key, d) in enumerate(self.dicts.items()):
             d.meta = {"trained": settings, "init_seed": self.s.seed * 1000 + i}

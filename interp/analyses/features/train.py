@@ -61,7 +61,8 @@ class TrainSettings:
     of the run's batches are used so). 0: zero skip, the first batch's mean as decoder bias. ``init``: "data" starts
     each latent from one token of those batches (decoder row: that token's target minus the linear fit, unit norm;
     encoder column: its centred input, unit norm), "random": unit-norm random decoder rows, encoder = their
-    transpose."""
+    transpose. ``resample_every``: restart dead latents every so many training tokens, within the first
+    ``resample_until`` share of them (0, the default: never; off, neither field enters the cache key)."""
 
     width: int = 2304  # width, k and lr: chosen on dev text, studies/features_sweep
     k: int = 16

@@ -13,7 +13,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 ORDER = {"auxk": ["today", "aux_coef_0.125", "dead_tokens_25k"],
-         "restarts": ["today", "resample_200k", "resample_100k"]}
+         "restarts": ["today", "resample_200k", "resample_100k_to_0.9"]}
 
 
 def main():

@@ -24,7 +24,9 @@ LAYERS = [0, 5]
 CONFIGS = {"today": {}, "aux_coef_0.125": {"aux_coef": 1 / 8}, "dead_tokens_25k": {"dead_tokens": 25_000},
            # the second study (README: "Restarting dead latents"): restarts during the first half of training
            "resample_200k": {"resample_every": 200_000, "resample_until": 0.5},
-           "resample_100k": {"resample_every": 100_000, "resample_until": 0.5}}
+           "resample_100k": {"resample_every": 100_000, "resample_until": 0.5},
+           # replaced resample_100k before it ran (README): restarts until 90% of the run
+           "resample_100k_to_0.9": {"resample_every": 100_000, "resample_until": 0.9}}
 
 
 def main():

@@ -19,12 +19,19 @@ ORDER = {"auxk": ["today", "aux_coef_0.125", "dead_tokens_25k"],
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--study", default="restarts", choices=sorted(ORDER))
+    ap.add_argument("--today-from", default=None, choices=sorted(ORDER),
+                    help="take today's row from another study's runs (another machine, perhaps: said in the output)")
     args = ap.parse_args()
     rows = {}
     for line in (HERE / "results.jsonl").read_text().splitlines():
         r = json.loads(line)
-        if r.get("study", "auxk") == args.study:
+        study = r.get("study", "auxk")
+        if study == args.study and not (args.today_from and r["config"] == "today"):
             rows[r["config"]] = r
+        elif args.today_from and study == args.today_from and r["config"] == "today":
+            rows["today"] = r
+            print(f"today's row from study {study!r}: {r['provenance']['machine']['cpu']}, commit "
+                  f"{r['provenance']['commit'][:7]} (not this study's reference run)\n")
     missing = [n for n in ORDER[args.study] if n not in rows]
     if missing:
         raise SystemExit(f"no rows yet for {missing} in study {args.study!r}")

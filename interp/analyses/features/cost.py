@@ -1,17 +1,14 @@
-"""What a training run of :mod:`.train` costs: its FLOP floor per token and the seconds it should take here."""
+"""What a training run of :mod:`.train` costs: its FLOP floor per token and the seconds it should take here.
+``settings`` below is a :class:`.train.TrainSettings` (not imported: train imports this module)."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import torch
 
-if TYPE_CHECKING:
-    from .train import TrainSettings
 
-
-def estimate_seconds(model, sites: dict, settings: TrainSettings) -> float:
+def estimate_seconds(model, sites: dict, settings) -> float:
     """Seconds the run should take here: its FLOP floor (:func:`train_flops_per_token`) at the rate one plain
     forward of a [1, ctx] row reaches on this machine now (timed: about a second; the trainer runs at ~0.95 of
     its floor, ``benchmarks/bench_features.py``)."""
@@ -25,7 +22,7 @@ def estimate_seconds(model, sites: dict, settings: TrainSettings) -> float:
     return settings.tokens * train_flops_per_token(model, sites, settings) / rate
 
 
-def train_flops_per_token(model, sites: dict, settings: TrainSettings) -> float:
+def train_flops_per_token(model, sites: dict, settings) -> float:
     """The FLOP floor per counted token: the model's forward to the last site plus, per dictionary, encoder
     forward and weight gradient (4 d W), skip forward and gradient (4 d²) and the decoder's k rows (6 k d)."""
     last = max(s.layer if s.layer is not None else model.n_layers - 1 for s in sites.values())

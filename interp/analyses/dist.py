@@ -212,5 +212,5 @@ def run_features(model, layers=None, *, world: World | None = None, out=None, pr
     if world.rank == 0 and out:
         ds.save(out)
     return {"job": "features", "layers": ds.layers, "world_size": world.size, "steps": ds.settings.get("steps"),
-            "tokens": ds.settings.get("tokens_seen"), "resampled": ds.settings.get("resampled"), "seconds": time.perf_counter() - t0,
-            "path": str(out) if out and world.rank == 0 else None}
+            "tokens": ds.settings.get("tokens_seen"), "resampled": ds.settings.get("resampled"),
+            "seconds": time.perf_counter() - t0, "path": str(out) if out and world.rank == 0 else None}

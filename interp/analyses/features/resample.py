@@ -33,7 +33,7 @@ def resample_dead(d, dead: torch.Tensor, z: torch.Tensor, err: torch.Tensor, *, 
     weights = torch.zeros(n_global, dtype=torch.float64)
     weights[offset:offset + z.shape[0]] = err.double().pow(2).sum(1)
     sums = torch.cat([weights, z.double().sum(0)])
-    sums = all_reduce_sum(sums.clone(), world)
+    sums = all_reduce_sum(sums, world)
     weights, z_mean = sums[:n_global], (sums[n_global:] / n_global).float()
     dead_idx = dead.nonzero().flatten()
     m = min(dead_idx.numel(), int((weights > 0).sum()))

@@ -361,7 +361,6 @@ class _Run:
             self.idle[key][idx] = 0
             self.resampled[str(key)] = self.resampled.get(str(key), 0) + int(idx.numel())
             out[key] = int(idx.numel())
-        self.kept.clear()
         return out
 
     @property

@@ -150,8 +150,9 @@ output in both."""),
 tuned.plot()"""),
     ("code", """# drift: rtol=0.05 - the tuned lens is trained on the CPU: its ranks move by one or two between CPUs
 for row in range(0, model.n_layers + 1, 3):
-    print(f"after {row:2d} blocks: logit {lens.top(row)[0][0]!r:10} tuned",
-          [(t, round(p, 2)) for t, p in tuned.top(row)[:3]])
+    # ties at the printed precision in name order, so that a last-bit swap between CPUs does not reorder them
+    top3 = sorted(((t, round(p, 2)) for t, p in tuned.top(row)[:3]), key=lambda tp: (-tp[1], tp[0]))
+    print(f"after {row:2d} blocks: logit {lens.top(row)[0][0]!r:10} tuned", top3)
 print("rank of ' Paris', logit lens:", lens.target_curve(" Paris")["rank"].tolist())
 print("rank of ' Paris', tuned lens:", tuned.target_curve(" Paris")["rank"].tolist())
 print(f"' Paris' stays top-1 from row {lens.first_top1(' Paris', stable=True)} (logit) / "

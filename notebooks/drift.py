@@ -1,13 +1,14 @@
 """Do a notebook's committed outputs still say what the code prints now?
 
 ``compare(committed, fresh)`` reads the text each code cell printed (stdout, and the ``text/plain`` of results and
-displays; not stderr, which carries progress bars and warnings, and not HTML or images) in both notebooks and
-returns every line where they disagree. Words must match exactly (runs of spaces count as one, so a table
-re-aligned around a longer number still matches); numbers must match to :data:`RTOL` relative or to one unit in
-the last digit printed, whichever is larger, so that a last-digit rounding flip on another CPU passes and a
-number edited by hand, or moved by a change to the code, does not. Integers printed without a decimal point
-(layers, counts, token ids) get the relative tolerance only, never a whole unit. Two numbers both smaller than
-:data:`ATOL` in magnitude agree (float32 round-off, such as a printed ``max |a - b|`` of 2e-06, is not a result).
+displays; not stderr, which carries progress bars and warnings, not widgets, which are progress bars too, and not
+HTML or images) in both notebooks and returns every line where they disagree. Words must match exactly (runs of
+spaces count as one, so a table re-aligned around a longer number still matches); numbers must match to
+:data:`RTOL` relative or to one unit in the last digit printed, whichever is larger, so that a last-digit rounding
+flip on another CPU passes and a number edited by hand, or moved by a change to the code, does not. Integers
+printed without a decimal point (layers, counts, token ids) get the relative tolerance only, never a whole unit.
+Two numbers both smaller than :data:`ATOL` in magnitude agree (float32 round-off, such as a printed
+``max |a - b|`` of 2e-06, is not a result).
 
 What varies from run to run is excluded, and marked where it is:
 
@@ -29,6 +30,7 @@ TIME_UNIT = re.compile(r"\s?(?:s|sec|seconds?|ms|min|minutes?|h|hours?|tokens/s|
 MARK = re.compile(r"^\s*#\s*drift:\s*(skip|rtol=([0-9.eE+-]+))\s*(?:-|—)\s*(\S.*)$", re.M)
 VOLATILE = [(re.compile(r"0x[0-9a-fA-F]+"), "0x…"), (re.compile(r"/tmp/\S+"), "/tmp/…")]
 PROVENANCE_TAG = "provenance"
+WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
 def cell_mark(source: str) -> tuple[str | None, float | None]:
@@ -43,13 +45,17 @@ def cell_mark(source: str) -> tuple[str | None, float | None]:
 
 def cell_text(cell) -> list[str]:
     """The lines a code cell printed, in order: stdout and the plain-text form of every result and display
-    (a table's text, a view's fallback); stderr, HTML and images are left out."""
+    (a table's text, a view's fallback); stderr, HTML, images and widgets are left out. A widget in these
+    notebooks is a progress bar, drawn only when there is work to show: on a clean machine the first
+    ``interp.load`` draws transformers' GGUF conversion bars, and with the model cached it draws none."""
     parts = []
     for out in cell.get("outputs", []):
         if out.get("output_type") == "stream" and out.get("name") == "stdout":
             parts.append(out.get("text", ""))
         elif out.get("output_type") in ("execute_result", "display_data"):
             data = out.get("data", {})
+            if WIDGET in data:                 # a progress bar (tqdm.auto), e.g. transformers' first GGUF load
+                continue
             if "text/plain" in data:
                 parts.append(data["text/plain"] if isinstance(data["text/plain"], str) else "".join(data["text/plain"]))
     text = "".join(p if p.endswith("\n") else p + "\n" for p in parts)

@@ -230,3 +230,18 @@ def test_a_prose_only_rebuild_keeps_outputs_and_refuses_a_code_change():
     changed.cells = [nbformat.v4.new_code_cell("print(y)")]
     with pytest.raises(ValueError, match="code cell changed"):
         ex.keep_outputs(changed, committed)
+
+
+def test_a_progress_bar_widget_is_not_a_printed_result(tmp_path):
+    """On a clean machine the first ``interp.load`` in a notebook draws transformers' GGUF conversion bars (tqdm.auto:
+    a widget); with the model cached it draws none. The drift check must read the same text either way."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("from tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='Loading'):\n"
+                                          "    pass\nprint('done')")]
+    nb, _ = _execute_module().execute(nb, tmp_path, timeout=120)
+    drift = _execute_module().drift()
+    assert any(drift.WIDGET in o.get("data", {}) for o in nb.cells[0].outputs)   # the bar was drawn, as a widget
+    assert drift.cell_text(nb.cells[0]) == ["done"]
+    committed = nbformat.from_dict(nb)       # the same cell committed on a machine with the model cached: no bar
+    committed.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="done\n")]
+    assert drift.compare(committed, nb) == []

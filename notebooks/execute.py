@@ -78,6 +78,18 @@ _mb.FigureCanvasBase.print_figure = _checked
 """
 FIGURE_REPORT = "print(_json.dumps(sorted(set(_interp_outside))))"
 
+# Run in the kernel first when INTERP_KERNEL_THREADS is set (the test suite's workers set it to 1): the notebook's
+# own torch.set_num_threads(2) is capped at that, so a kernel does not contend with the worker beside it. Without
+# the variable (a reader, `execute.py` itself) nothing changes.
+THREAD_CAP = r"""
+import os as _os
+if _os.environ.get("INTERP_KERNEL_THREADS"):
+    import torch as _torch
+    _interp_cap, _interp_set = int(_os.environ["INTERP_KERNEL_THREADS"]), _torch.set_num_threads
+    _torch.set_num_threads = lambda n: _interp_set(max(1, min(int(n), _interp_cap)))
+    _torch.set_num_threads(_interp_cap)
+"""
+
 
 def execute(nb, cwd: str | Path = HERE, timeout: int = 1800):
     """Execute ``nb`` (an nbformat notebook) in place in a fresh ``python3`` kernel; raises on the first cell
@@ -90,7 +102,8 @@ def execute(nb, cwd: str | Path = HERE, timeout: int = 1800):
     from nbclient import NotebookClient
 
     cells = nb.cells
-    nb.cells = [nbformat.v4.new_code_cell(FIGURE_CHECK)] + cells + [nbformat.v4.new_code_cell(FIGURE_REPORT)]
+    first, last = nbformat.v4.new_code_cell(THREAD_CAP + FIGURE_CHECK), nbformat.v4.new_code_cell(FIGURE_REPORT)
+    nb.cells = [first] + cells + [last]
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
                             resources={"metadata": {"path": str(cwd)}})
     try:

@@ -7,7 +7,27 @@ import pytest
 import torch
 
 matplotlib.use("Agg")
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+# `make test` runs two pytest-xdist workers. Each takes one thread, and so does each notebook kernel it starts
+# (notebooks/execute.py caps the kernel's torch.set_num_threads at INTERP_KERNEL_THREADS): two processes of two
+# threads each on two cores slow each other far more than twice (OpenMP barriers wait on a descheduled thread).
+# In one process (pytest without -n) the tests keep both cores.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if WORKER:
+    torch.set_num_threads(1)
+    os.environ["INTERP_KERNEL_THREADS"] = "1"
+else:
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The notebook runs first, last-numbered first (09 is the longest, minutes each): handed out one at a time
+    (--maxschedchunk 1), the two workers share them and the thousand short tests fill the gaps, instead of one worker
+    ending the suite alone inside a notebook. Every worker collects the same order (xdist requires it)."""
+    notebooks = [i for i in items if i.originalname == "test_notebook_executes"]
+    notebooks.sort(key=lambda i: i.name, reverse=True)
+    rest = [i for i in items if i.originalname != "test_notebook_executes"]
+    items[:] = notebooks + rest
 
 
 @pytest.fixture(scope="session")

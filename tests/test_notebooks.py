@@ -245,3 +245,17 @@ def test_a_progress_bar_widget_is_not_a_printed_result(tmp_path):
     committed = nbformat.from_dict(nb)       # the same cell committed on a machine with the model cached: no bar
     committed.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="done\n")]
     assert drift.compare(committed, nb) == []
+
+
+@pytest.mark.parametrize("cap", ["1", None])
+def test_a_kernel_keeps_to_the_thread_cap_the_test_workers_set(cap, tmp_path, monkeypatch):
+    """Under ``make test``'s two workers a notebook's ``torch.set_num_threads(2)`` takes one thread
+    (``INTERP_KERNEL_THREADS=1``); without the variable, as for a reader, the notebook gets what it asks for."""
+    if cap is None:
+        monkeypatch.delenv("INTERP_KERNEL_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("INTERP_KERNEL_THREADS", cap)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import torch\ntorch.set_num_threads(2)\nprint(torch.get_num_threads())")]
+    nb, _ = _execute_module().execute(nb, tmp_path, timeout=120)
+    assert _execute_module().drift().cell_text(nb.cells[0]) == [cap or "2"]

@@ -3,11 +3,11 @@
 The restarts study left a reading untested: the trained latents' encoders grow and push the rare ones out of the
 top k. This reads the cached dictionaries of the restart runs (layers 0 and 5; run.py trained them, `today`'s are
 no longer cached) over the whole dev split, and asks of each latent that never fires:
-- is its pre-activation ever positive (it would fire but for the top k), and how close does it come to its token's
-  k-th largest pre-activation (the margin, in units of the median k-th value);
-- its encoder column's norm against the latents that fire;
-- would it fire if the same dictionary were read with one threshold for every token (BatchTopK's inference rule:
-  the threshold that keeps the mean L0 at k over dev), and what that does to FVU at the same mean L0.
+- is its pre-activation ever positive, and how close does it come to its token's k-th largest pre-activation (the
+  margin: crowded out means positive pre-activations that stay below the others');
+- is the top k full at all (how many tokens have fewer than k positive pre-activations);
+- its encoder bias and encoder column's norm against those of the latents that fire (crowding by the others'
+  growth would show as alive encoders grown larger than the dead ones').
 It chooses nothing; one JSON line per configuration and layer in crowding.jsonl.
 
     .venv/bin/python studies/features_gemma_dead/crowding.py [--threads 2]
@@ -23,12 +23,12 @@ import interp
 from interp.analyses.features.data import batches, counted
 from interp.analyses.features.train import cached_transcoders
 from interp.core.hooks import capture
+from interp.core.provenance import provenance
 
 from run import CONFIGS, LAYERS
 
 HERE = Path(__file__).resolve().parent
 CACHED = ("resample_200k", "resample_100k_to_0.9")
-TOP = 64   # pre-activations kept per token to place the shared threshold (a token rarely holds more above it)
 
 
 def dev_sites(model, ds, tokens: int):
@@ -50,56 +50,41 @@ def dev_sites(model, ds, tokens: int):
     return {L: torch.cat(zs[L]) for L in LAYERS}, {L: torch.cat(ys[L]) for L in LAYERS}, seen
 
 
+def quartiles(v: torch.Tensor) -> list | None:
+    return [round(float(q), 4) for q in torch.quantile(v.float(), torch.tensor([.25, .5, .75]))] if v.numel() else None
+
+
 def layer_row(d, z, y) -> dict:
     k, width, n = d.k, d.width, z.shape[0]
     fired = torch.zeros(width, dtype=torch.long)
     positive = torch.zeros(width, dtype=torch.long)
-    margin = torch.full((width,), -float("inf"))          # max over tokens of pre - (token's k-th largest pre)
-    tops, kth = [], []
-    for lo in range(0, n, 4096):
-        pre = d.pre(z[lo:lo + 4096])                       # [b, width]
-        vals, idx = pre.topk(TOP, dim=-1)                  # sorted, descending
-        kv = vals[:, k - 1:k]                              # [b, 1] the k-th largest
-        on = torch.zeros_like(pre, dtype=torch.bool).scatter_(1, idx[:, :k], vals[:, :k] > 0)
-        fired += on.sum(0)
-        positive += (pre > 0).sum(0)
-        margin = torch.maximum(margin, (pre - kv).max(0).values)
-        tops.append(vals)
-        kth.append(kv.flatten())
-    dead = fired == 0
-    kth = torch.cat(kth)
-    # one threshold for every token, keeping k actives a token on average (BatchTopK at inference)
-    allv = torch.cat(tops).flatten()
-    theta = float(allv.kthvalue(allv.numel() - n * k + 1).values)
-    fired_t, l0_t = torch.zeros(width, dtype=torch.long), 0
-    err_topk = err_thr = 0.0
+    best = torch.full((width,), -float("inf"))            # each latent's largest pre-activation over dev
+    margin = torch.full((width,), -float("inf"))          # max over tokens of pre - (the token's k-th largest pre)
+    kth, unfilled, l0, err = [], 0, 0, 0.0
     for lo in range(0, n, 4096):
         zz, yy = z[lo:lo + 4096], y[lo:lo + 4096]
-        pre = d.pre(zz)
-        v, i = d.sparse(pre)
-        err_topk += float((d.decode_sparse(v, i, zz) - yy).pow(2).sum())
-        keep = pre > max(theta, 0.0)
-        fired_t += keep.sum(0)
-        l0_t += int(keep.sum())
-        dense = torch.where(keep, pre, torch.zeros_like(pre))
-        err_thr += float((dense @ d.W_dec + d.b_dec + zz @ d.W_skip - yy).pow(2).sum())
-    var = float((y.double() - y.double().mean(0)).pow(2).sum())
-    enc = d.W_enc.norm(dim=0)
-    med_kth = float(kth.median())
-    return {"tokens": n, "width": width, "k": k, "dead": int(dead.sum()),
-            "dead_ever_positive": int((dead & (positive > 0)).sum()),
-            "dead_margin_over_median_kth_quartiles": [round(float(q) / med_kth, 3) for q in
-                                                      torch.quantile(margin[dead], torch.tensor([.25, .5, .75]))]
-            if dead.any() else None,
-            "median_kth_pre": round(med_kth, 4),
-            "encoder_norm_median_dead_alive": [round(float(enc[dead].median()), 4) if dead.any() else None,
-                                               round(float(enc[~dead].median()), 4)],
-            "b_enc_median_dead_alive": [round(float(d.b_enc[dead].median()), 4) if dead.any() else None,
-                                        round(float(d.b_enc[~dead].median()), 4)],
-            "shared_threshold": round(theta, 4), "shared_threshold_mean_l0": round(l0_t / n, 3),
-            "dead_with_shared_threshold": int((fired_t == 0).sum()),
-            "of_topk_dead_firing_with_shared_threshold": int((dead & (fired_t > 0)).sum()),
-            "fvu_topk": round(err_topk / var, 5), "fvu_shared_threshold": round(err_thr / var, 5)}
+        pre = d.pre(zz)                                    # [b, width]
+        vals, idx = pre.topk(k, dim=-1)                    # [b, k] sorted, descending
+        on = torch.zeros_like(pre, dtype=torch.bool).scatter_(1, idx, vals > 0)
+        fired += on.sum(0)
+        positive += (pre > 0).sum(0)
+        best = torch.maximum(best, pre.max(0).values)
+        margin = torch.maximum(margin, (pre - vals[:, -1:]).max(0).values)
+        kth.append(vals[:, -1])
+        unfilled += int((vals[:, -1] <= 0).sum())          # tokens with fewer than k positive pre-activations
+        l0 += int(on.sum())
+        err += float((d.decode_sparse(*d.sparse(pre), zz) - yy).double().pow(2).sum())
+    dead = fired == 0
+    yd = y.double()
+    return {"tokens": n, "width": width, "k": k, "l0": round(l0 / n, 3), "fvu": round(err / float((yd - yd.mean(0)).pow(2).sum()), 5),
+            "kth_pre_quartiles": quartiles(torch.cat(kth)), "tokens_with_k_not_filled": round(unfilled / n, 4),
+            "dead": int(dead.sum()), "dead_ever_positive": int((dead & (positive > 0)).sum()),
+            "dead_max_pre_quartiles": quartiles(best[dead]),
+            "dead_margin_to_kth_quartiles": quartiles(margin[dead]),
+            "b_enc_quartiles_dead": quartiles(d.b_enc[dead]), "b_enc_quartiles_alive": quartiles(d.b_enc[~dead]),
+            "encoder_norm_quartiles_dead": quartiles(d.W_enc.norm(dim=0)[dead]),
+            "encoder_norm_quartiles_alive": quartiles(d.W_enc.norm(dim=0)[~dead]),
+            "alive_firing_rate_quartiles": quartiles(fired[~dead].double() / n)}
 
 
 def main():
@@ -109,6 +94,7 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model = interp.load("gemma3-270m")
+    ran = provenance(f"python studies/features_gemma_dead/crowding.py --tokens {args.tokens} --threads {args.threads}")
     out = []
     with torch.no_grad():
         for name in CACHED:
@@ -117,7 +103,7 @@ def main():
                 raise SystemExit(f"{name}'s dictionaries are not in the cache: run.py --only {name} trains them")
             z, y, seen = dev_sites(model, ds, args.tokens)
             for L in LAYERS:
-                row = {"config": name, "layer": L, **layer_row(ds[L], z[L], y[L])}
+                row = {"config": name, "layer": L, **layer_row(ds[L], z[L], y[L]), "provenance": ran}
                 print(json.dumps(row), flush=True)
                 out.append(row)
     (HERE / "crowding.jsonl").write_text("".join(json.dumps(r) + "\n" for r in out))

@@ -157,3 +157,30 @@ def test_features_sweep_full_dev_table_is_its_stored_rows():
             runs = re.findall(r"(\d+)(?:–(\d+))?", cells[5].split("(", 1)[1])
             assert sorted(x for a, b in runs for x in range(int(a), int(b or a) + 1)) == over, (config, cells[5])
     assert seen == set(stored), (seen, set(stored))
+
+
+def test_gemma_dead_crowding_table_is_its_stored_rows():
+    """studies/features_gemma_dead/README.md's crowding table: each row is its line of crowding.jsonl (medians are
+    the quartiles' middle values)."""
+    here = ROOT / "studies/features_gemma_dead"
+    stored = {(r["config"], r["layer"]): r for r in map(json.loads, (here / "crowding.jsonl").read_text().splitlines())}
+    lines = (here / "README.md").read_text().replace("**", "").replace("−", "-").splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("| run, layer | dead | of those ever > 0"))
+    seen = set()
+    for ln in lines[start + 2:]:
+        if not ln.startswith("|"):
+            break
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        m = re.match(r"`([^`]+)`, (\d+)", cells[0])
+        key = (m.group(1), int(m.group(2)))
+        r, seen = stored[key], seen | {key}
+        assert [int(cells[1]), int(cells[2])] == [r["dead"], r["dead_ever_positive"]], (key, cells[1:3])
+        assert _close(cells[3].rstrip("%"), 100 * r["tokens_with_k_not_filled"]), (key, cells[3])
+        for cell, name in ((cells[4], "kth_pre_quartiles"), (cells[5], "dead_max_pre_quartiles"),
+                           (cells[6], "dead_margin_to_kth_quartiles")):
+            assert _close(cell, r[name][1]), (key, name, cell, r[name])
+        for cell, dead, alive in ((cells[7], "b_enc_quartiles_dead", "b_enc_quartiles_alive"),
+                                  (cells[8], "encoder_norm_quartiles_dead", "encoder_norm_quartiles_alive")):
+            shown = [s.strip() for s in cell.split("/")]
+            assert _close(shown[0], r[dead][1]) and _close(shown[1], r[alive][1]), (key, cell, r[dead], r[alive])
+    assert seen == set(stored), (seen, set(stored))

@@ -184,3 +184,28 @@ def test_gemma_dead_crowding_table_is_its_stored_rows():
             shown = [s.strip() for s in cell.split("/")]
             assert _close(shown[0], r[dead][1]) and _close(shown[1], r[alive][1]), (key, cell, r[dead], r[alive])
     assert seen == set(stored), (seen, set(stored))
+
+
+def test_gemma_dead_frozen_bias_table_is_its_stored_rows():
+    """studies/features_gemma_dead/README.md's frozen-bias table: each row is its configuration's line of
+    results.jsonl (FVU, L0, dead fraction and count, the median FVU over the two layers)."""
+    here = ROOT / "studies/features_gemma_dead"
+    stored = {r["config"]: r for r in map(json.loads, (here / "results.jsonl").read_text().splitlines())}
+    lines = (here / "README.md").read_text().replace("**", "").splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("| configuration | dev FVU L0 / L5 | L0 (active"))
+    rows = 0
+    for ln in lines[start + 2:]:
+        if not ln.startswith("|"):
+            break
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        layers = stored[re.match(r"`([^`]+)`", cells[0]).group(1)]["layers"]
+        for cell, name in ((cells[1], "fvu"), (cells[2], "l0")):
+            shown = [s.strip() for s in cell.split("/")]
+            assert all(_close(v, layers[L][name]) for v, L in zip(shown, ("0", "5"))), (cells[0], name, cell)
+        for part, L in zip(cells[3].split("/"), ("0", "5")):
+            m = re.match(r"\s*([\d.]+)% \((\d+)\)", part)
+            assert _close(m.group(1), 100 * layers[L]["dead_frac"]), (cells[0], part)
+            assert int(m.group(2)) == round(layers[L]["dead_frac"] * 2304), (cells[0], part)
+        assert _close(cells[4], (layers["0"]["fvu"] + layers["5"]["fvu"]) / 2), (cells[0], cells[4])
+        rows += 1
+    assert rows == 3

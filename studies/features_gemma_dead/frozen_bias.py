@@ -13,20 +13,15 @@ dead latents over the whole split); one row appended to results.jsonl ("study": 
 """
 
 import argparse
-import json
 import time
-from pathlib import Path
 
 import torch
 
 import interp
 from interp.analyses.features.dictionary import Dictionary
-from interp.analyses.features.quality import evaluate_transcoders
 from interp.core.provenance import provenance
 
-from run import LAYERS
-
-HERE = Path(__file__).resolve().parent
+from run import LAYERS, score_and_store
 
 
 def pre_frozen_bias(self, z: torch.Tensor) -> torch.Tensor:
@@ -48,16 +43,8 @@ def main():
     t = time.time()
     ds = interp.train_transcoders(model, LAYERS, cache=False, progress=True)
     train_s = time.time() - t
-    t = time.time()
-    q = evaluate_transcoders(model, ds, tokens=args.eval_tokens, ce_tokens=0, split="dev", progress=False)
-    row = {"config": "frozen_b_enc", "overrides": {"b_enc": "frozen at the data start"}, "steps": ds.settings["steps"],
-           "study": "bias", "train_seconds_this_call": round(train_s), "eval_seconds": round(time.time() - t),
-           "dev_tokens": q.settings["tokens"], "date": time.strftime("%Y-%m-%d %H:%M"), "provenance": ran,
-           "layers": {int(r["layer"]): {k: r[k] for k in ("fvu", "fvu_neurons", "fvu_init", "dead_frac", "l0")}
-                      for r in q.rows}}
-    print(json.dumps(row), flush=True)
-    with open(HERE / "results.jsonl", "a") as f:
-        f.write(json.dumps(row) + "\n")
+    score_and_store(model, ds, "frozen_b_enc", {"b_enc": "frozen at the data start"}, "bias", train_s, ran,
+                    args.eval_tokens)
 
 
 if __name__ == "__main__":

@@ -48,17 +48,24 @@ def main():
         t = time.time()
         ds = interp.train_transcoders(model, LAYERS, progress=False, **CONFIGS[name])
         train_s = time.time() - t
-        t = time.time()
-        q = evaluate_transcoders(model, ds, tokens=args.eval_tokens, ce_tokens=0, split="dev", progress=False)
-        row = {"config": name, "overrides": CONFIGS[name], "steps": ds.settings["steps"],
-               "resampled": ds.settings.get("resampled"), "study": args.study,
-               "train_seconds_this_call": round(train_s), "eval_seconds": round(time.time() - t),
-               "dev_tokens": q.settings["tokens"], "date": time.strftime("%Y-%m-%d %H:%M"), "provenance": ran,
-               "layers": {int(r["layer"]): {k: r[k] for k in ("fvu", "fvu_neurons", "fvu_init", "dead_frac", "l0")}
-                          for r in q.rows}}
-        print(json.dumps(row), flush=True)
-        with open(HERE / "results.jsonl", "a") as f:
-            f.write(json.dumps(row) + "\n")
+        score_and_store(model, ds, name, CONFIGS[name], args.study, train_s, ran, args.eval_tokens)
+
+
+def score_and_store(model, ds, name: str, overrides: dict, study: str, train_s: float, ran: dict,
+                    eval_tokens: int) -> dict:
+    """Score ``ds`` on dev (FVU, the neurons, at init, dead latents, L0) and append its row to results.jsonl."""
+    t = time.time()
+    q = evaluate_transcoders(model, ds, tokens=eval_tokens, ce_tokens=0, split="dev", progress=False)
+    row = {"config": name, "overrides": overrides, "steps": ds.settings["steps"],
+           "resampled": ds.settings.get("resampled"), "study": study,
+           "train_seconds_this_call": round(train_s), "eval_seconds": round(time.time() - t),
+           "dev_tokens": q.settings["tokens"], "date": time.strftime("%Y-%m-%d %H:%M"), "provenance": ran,
+           "layers": {int(r["layer"]): {k: r[k] for k in ("fvu", "fvu_neurons", "fvu_init", "dead_frac", "l0")}
+                      for r in q.rows}}
+    print(json.dumps(row), flush=True)
+    with open(HERE / "results.jsonl", "a") as f:
+        f.write(json.dumps(row) + "\n")
+    return row
 
 
 if __name__ == "__main__":

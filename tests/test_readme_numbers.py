@@ -23,17 +23,21 @@ GEMMA_ROWS = {
 COLUMNS = ["efficacy_score", "paraphrase_score", "neighborhood_score", "loss_drift"]
 
 
-def _rows(header: str) -> dict:
-    """{first cell: [the other cells]} of the README table whose header row starts with ``header``."""
-    lines = README.splitlines()
+def _table(text: str, header: str) -> list[list[str]]:
+    """The body rows (cells stripped) of the markdown table in ``text`` whose header row starts with ``header``."""
+    lines = text.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith(header))
-    out = {}
+    out = []
     for ln in lines[start + 2:]:
         if not ln.startswith("|"):
             break
-        cells = [c.strip() for c in ln.strip("|").split("|")]
-        out[cells[0]] = cells[1:]
+        out.append([c.strip() for c in ln.strip("|").split("|")])
     return out
+
+
+def _rows(header: str) -> dict:
+    """{first cell: [the other cells]} of the README table whose header row starts with ``header``."""
+    return {cells[0]: cells[1:] for cells in _table(README, header)}
 
 
 def _close(shown: str, value: float) -> bool:
@@ -93,10 +97,10 @@ MEMIT_SHARED = ROOT / "studies/memit_shared"
 MEMIT_SHARED_ROWS = {
     ("| facts_shared test, 100 at once", "MEMIT, `bare_key_weight=0`"): "test_memit_b100_bare0.json",
     ("| facts_shared test, 100 at once", "MEMIT, the default now"): "test_memit_b100.json",
-    ("| facts.jsonl test", "100 at once, default before"): "own_test100_memit_b100.json",
-    ("| facts.jsonl test", "100 at once, default now"): "own_test100_memit_b100_bare4.json",
-    ("| facts.jsonl test", "464 at once, default before"): "own_test464_memit_b464.json",
-    ("| facts.jsonl test", "464 at once, default now"): "own_test464_memit_b464_bare4.json",
+    ("| facts.jsonl test | ES", "100 at once, default before"): "own_test100_memit_b100.json",
+    ("| facts.jsonl test | ES", "100 at once, default now"): "own_test100_memit_b100_bare4.json",
+    ("| facts.jsonl test | ES", "464 at once, default before"): "own_test464_memit_b464.json",
+    ("| facts.jsonl test | ES", "464 at once, default now"): "own_test464_memit_b464_bare4.json",
     **{("| own test, which facts get the row", f"{n} at once, {rule}"): f"own_test{n}_memit_b{n}{suffix}.json"
        for n in (100, 464) for rule, suffix in (("γ 0", ""), ("mismatch τ 0.5", "_bare4"), ("alone τ 0.4", "_alone"))},
     **{("| second set's test, which facts get the row", rule): f"test_memit_b100{suffix}.json"
@@ -107,11 +111,8 @@ SHARED_COLUMNS = ["efficacy_score", "paraphrase_score", "neighborhood_score", "n
 
 @pytest.mark.parametrize("header,label", list(MEMIT_SHARED_ROWS))
 def test_memit_shared_tables_are_their_stored_runs(header, label):
-    text = (MEMIT_SHARED / "README.md").read_text().replace("**", "")
-    lines = text.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith(header))
-    row = next(ln for ln in lines[start + 2:] if ln.strip("| ").startswith(label))
-    cells = [c.strip() for c in row.strip("|").split("|")][1:]
+    table = _table((MEMIT_SHARED / "README.md").read_text().replace("**", ""), header)
+    cells = next(row for row in table if row[0].startswith(label))[1:]
     stored = json.loads((MEMIT_SHARED / MEMIT_SHARED_ROWS[(header, label)]).read_text())
     for col, cell in zip(SHARED_COLUMNS, cells):
         m = CELL.match(cell)
@@ -134,13 +135,8 @@ def test_features_sweep_full_dev_table_is_its_stored_rows():
     for ln in (here / "full_dev.jsonl").read_text().splitlines():
         r = json.loads(ln)
         stored[r["config"]] = r  # a later line for the same configuration (a rerun) is the one shown
-    lines = (here / "README.md").read_text().replace("**", "").splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith("| configuration | steps | median dev FVU"))
     seen = set()
-    for ln in lines[start + 2:]:
-        if not ln.startswith("|"):
-            break
-        cells = [c.strip() for c in ln.strip("|").split("|")]
+    for cells in _table((here / "README.md").read_text().replace("**", ""), "| configuration | steps | median dev FVU"):
         config = re.match(r"`([^`]+)`", cells[0]).group(1)
         r, layers = stored[config], stored[config]["layers"]
         seen.add(config)
@@ -164,13 +160,9 @@ def test_gemma_dead_crowding_table_is_its_stored_rows():
     the quartiles' middle values)."""
     here = ROOT / "studies/features_gemma_dead"
     stored = {(r["config"], r["layer"]): r for r in map(json.loads, (here / "crowding.jsonl").read_text().splitlines())}
-    lines = (here / "README.md").read_text().replace("**", "").replace("−", "-").splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith("| run, layer | dead | of those ever > 0"))
+    text = (here / "README.md").read_text().replace("**", "").replace("−", "-")
     seen = set()
-    for ln in lines[start + 2:]:
-        if not ln.startswith("|"):
-            break
-        cells = [c.strip() for c in ln.strip("|").split("|")]
+    for cells in _table(text, "| run, layer | dead | of those ever > 0"):
         m = re.match(r"`([^`]+)`, (\d+)", cells[0])
         key = (m.group(1), int(m.group(2)))
         r, seen = stored[key], seen | {key}
@@ -191,13 +183,8 @@ def test_gemma_dead_frozen_bias_table_is_its_stored_rows():
     results.jsonl (FVU, L0, dead fraction and count, the median FVU over the two layers)."""
     here = ROOT / "studies/features_gemma_dead"
     stored = {r["config"]: r for r in map(json.loads, (here / "results.jsonl").read_text().splitlines())}
-    lines = (here / "README.md").read_text().replace("**", "").splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith("| configuration | dev FVU L0 / L5 | L0 (active"))
     rows = 0
-    for ln in lines[start + 2:]:
-        if not ln.startswith("|"):
-            break
-        cells = [c.strip() for c in ln.strip("|").split("|")]
+    for cells in _table((here / "README.md").read_text().replace("**", ""), "| configuration | dev FVU L0 / L5 | L0 (active"):
         layers = stored[re.match(r"`([^`]+)`", cells[0]).group(1)]["layers"]
         for cell, name in ((cells[1], "fvu"), (cells[2], "l0")):
             shown = [s.strip() for s in cell.split("/")]

@@ -10,6 +10,10 @@ nothing it trains can be mistaken for today's cached dictionaries. Scored as run
 dead latents over the whole split); one row appended to results.jsonl ("study": "bias").
 
     .venv/bin/python studies/features_gemma_dead/frozen_bias.py --threads 2      # about 40 min on the AMD EPYC
+
+`--config frozen_b_enc_resample_200k` adds run.py's `resample_200k` restarts (every 200k tokens in the first half)
+to the frozen bias (README.md, "Frozen bias with restarts"); its row has "study": "bias_restarts". A restart
+writes the restarted latent's bias (zero at the batch's mean input), and that bias then stays frozen too.
 """
 
 import argparse
@@ -21,7 +25,11 @@ import interp
 from interp.analyses.features.dictionary import Dictionary
 from interp.core.provenance import provenance
 
-from run import LAYERS, score_and_store
+from run import CONFIGS, LAYERS, score_and_store
+
+FROZEN = {"b_enc": "frozen at the data start"}
+VARIANTS = {"frozen_b_enc": ({}, "bias"),
+            "frozen_b_enc_resample_200k": (CONFIGS["resample_200k"], "bias_restarts")}
 
 
 def pre_frozen_bias(self, z: torch.Tensor) -> torch.Tensor:
@@ -34,17 +42,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-tokens", type=int, default=200_000)
+    ap.add_argument("--config", default="frozen_b_enc", choices=sorted(VARIANTS))
     args = ap.parse_args()
+    extra, study = VARIANTS[args.config]
     torch.set_num_threads(args.threads)
+    config = "" if args.config == "frozen_b_enc" else f" --config {args.config}"
     ran = provenance(f"python studies/features_gemma_dead/frozen_bias.py --threads {args.threads} "
-                     f"--eval-tokens {args.eval_tokens}")
+                     f"--eval-tokens {args.eval_tokens}{config}")
     model = interp.load("gemma3-270m")
     Dictionary.pre = pre_frozen_bias
     t = time.time()
-    ds = interp.train_transcoders(model, LAYERS, cache=False, progress=True)
+    ds = interp.train_transcoders(model, LAYERS, cache=False, progress=True, **extra)
     train_s = time.time() - t
-    score_and_store(model, ds, "frozen_b_enc", {"b_enc": "frozen at the data start"}, "bias", train_s, ran,
-                    args.eval_tokens)
+    score_and_store(model, ds, args.config, {**FROZEN, **extra}, study, train_s, ran, args.eval_tokens)
 
 
 if __name__ == "__main__":

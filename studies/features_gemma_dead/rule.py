@@ -19,8 +19,9 @@ ORDER = {"auxk": ["today", "aux_coef_0.125", "dead_tokens_25k"],
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--study", default="restarts", choices=sorted(ORDER))
-    ap.add_argument("--today-from", default=None, choices=sorted(ORDER),
-                    help="take today's row from another study's runs (another machine, perhaps: said in the output)")
+    ap.add_argument("--today-from", default=None,
+                    help="take today's row from another study's runs, e.g. bias, whose today is the rerun on the "
+                         "AMD EPYC (another machine, perhaps: said in the output)")
     args = ap.parse_args()
     rows = {}
     for line in (HERE / "results.jsonl").read_text().splitlines():

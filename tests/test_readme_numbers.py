@@ -185,14 +185,15 @@ def _gemma_dead_row(stored: list[dict], label: str) -> dict:
     config = m.group(1) if m else "today"
     rows = [r for r in stored if r["config"] == config]
     if len(rows) > 1:
-        cpu = "Xeon" if "Intel" in label else "EPYC"
+        cpu = "Xeon" if "Intel" in label else "EPYC"  # a label that names no machine means this one
         rows = [r for r in rows if cpu in r["provenance"]["machine"]["cpu"]]
     assert len(rows) == 1, (label, len(rows))
     return rows[0]
 
 
 @pytest.mark.parametrize("header,n", [("| configuration | dev FVU L0 / L5 | L0 (active", 4),
-                                      ("| `today`, same seed and settings", 2)])
+                                      ("| `today`, same seed and settings", 2),
+                                      ("| configuration (AMD EPYC, 2 threads)", 4)])
 def test_gemma_dead_frozen_bias_table_is_its_stored_rows(header, n):
     """studies/features_gemma_dead/README.md's frozen-bias and machine tables: each row is its run's line of
     results.jsonl (FVU, L0, dead fraction and count, the median FVU over the two layers)."""

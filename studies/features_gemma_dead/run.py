@@ -26,7 +26,9 @@ CONFIGS = {"today": {}, "aux_coef_0.125": {"aux_coef": 1 / 8}, "dead_tokens_25k"
            "resample_200k": {"resample_every": 200_000, "resample_until": 0.5},
            "resample_100k": {"resample_every": 100_000, "resample_until": 0.5},
            # replaced resample_100k before it ran (README): restarts until 90% of the run
-           "resample_100k_to_0.9": {"resample_every": 100_000, "resample_until": 0.9}}
+           "resample_100k_to_0.9": {"resample_every": 100_000, "resample_until": 0.9},
+           # README, "Seed noise": today's settings with another seed, to size the spread a choice must beat
+           "today_seed1": {"seed": 1}}
 
 
 def main():

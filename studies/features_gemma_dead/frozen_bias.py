@@ -46,9 +46,8 @@ def main():
     args = ap.parse_args()
     extra, study = VARIANTS[args.config]
     torch.set_num_threads(args.threads)
-    config = "" if args.config == "frozen_b_enc" else f" --config {args.config}"
     ran = provenance(f"python studies/features_gemma_dead/frozen_bias.py --threads {args.threads} "
-                     f"--eval-tokens {args.eval_tokens}{config}")
+                     f"--eval-tokens {args.eval_tokens} --config {args.config}")
     model = interp.load("gemma3-270m")
     Dictionary.pre = pre_frozen_bias
     t = time.time()

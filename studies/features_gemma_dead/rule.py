@@ -33,6 +33,10 @@ def main():
             rows["today"] = r
             print(f"today's row from study {study!r}: {r['provenance']['machine']['cpu']}, commit "
                   f"{r['provenance']['commit'][:7]} (not this study's reference run)\n")
+    if args.today_from and "today" not in rows:
+        studies = sorted({json.loads(ln).get("study", "auxk") for ln in (HERE / "results.jsonl").read_text().splitlines()
+                          if json.loads(ln)["config"] == "today"})
+        raise SystemExit(f"--today-from {args.today_from!r} has no today row; studies with one: {', '.join(studies)}")
     missing = [n for n in ORDER[args.study] if n not in rows]
     if missing:
         raise SystemExit(f"no rows yet for {missing} in study {args.study!r}")

@@ -14,6 +14,7 @@ dead latents over the whole split); one row appended to results.jsonl ("study": 
 `--config frozen_b_enc_resample_200k` adds run.py's `resample_200k` restarts (every 200k tokens in the first half)
 to the frozen bias (README.md, "Frozen bias with restarts"); its row has "study": "bias_restarts". A restart
 writes the restarted latent's bias (zero at the batch's mean input), and that bias then stays frozen too.
+`--config frozen_b_enc_resample_200k_seed1` is the same pair with seed 1 ("study": "seeds").
 """
 
 import argparse
@@ -29,7 +30,9 @@ from run import CONFIGS, LAYERS, score_and_store
 
 FROZEN = {"b_enc": "frozen at the data start"}
 VARIANTS = {"frozen_b_enc": ({}, "bias"),
-            "frozen_b_enc_resample_200k": (CONFIGS["resample_200k"], "bias_restarts")}
+            "frozen_b_enc_resample_200k": (CONFIGS["resample_200k"], "bias_restarts"),
+            # README, "Seed noise": the pair again with today_seed1's seed
+            "frozen_b_enc_resample_200k_seed1": ({**CONFIGS["resample_200k"], **CONFIGS["today_seed1"]}, "seeds")}
 
 
 def pre_frozen_bias(self, z: torch.Tensor) -> torch.Tensor:

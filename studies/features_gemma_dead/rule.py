@@ -32,8 +32,7 @@ def main():
     if args.study == "seeds":
         return seeds()
     rows = {}
-    for line in (HERE / "results.jsonl").read_text().splitlines():
-        r = json.loads(line)
+    for r in _stored():
         study = r.get("study", "auxk")
         if study == args.study and not (args.today_from and r["config"] == "today"):
             rows[r["config"]] = r
@@ -42,8 +41,7 @@ def main():
             print(f"today's row from study {study!r}: {r['provenance']['machine']['cpu']}, commit "
                   f"{r['provenance']['commit'][:7]} (not this study's reference run)\n")
     if args.today_from and "today" not in rows:
-        studies = sorted({json.loads(ln).get("study", "auxk") for ln in (HERE / "results.jsonl").read_text().splitlines()
-                          if json.loads(ln)["config"] == "today"})
+        studies = sorted({r.get("study", "auxk") for r in _stored() if r["config"] == "today"})
         raise SystemExit(f"--today-from {args.today_from!r} has no today row; studies with one: {', '.join(studies)}")
     missing = [n for n in ORDER[args.study] if n not in rows]
     if missing:
@@ -58,8 +56,7 @@ def main():
         med = statistics.median(v["fvu"] for v in lay.values())
         figures[name] = (worst, med)
         res = r.get("resampled") or {}
-        fvu = " / ".join(f"{v['fvu']:.4f}" for v in lay.values())
-        dead = " / ".join(f"{100 * v['dead_frac']:.2f}% ({round(v['dead_frac'] * 2304)})" for v in lay.values())
+        fvu, dead = _cells(lay)
         restarted = " / ".join(str(res.get(k, 0)) for k in lay)
         print(f"| `{name}` | {restarted} | {fvu} | {dead} | {100 * worst:.2f}% | {med:.5f} |")
     base_worst, base_med = figures["today"]
@@ -70,6 +67,16 @@ def main():
     print(f"pick: {pick} (worst-layer dead {100 * figures[pick][0]:.2f}% against today's {100 * base_worst:.2f}%)")
 
 
+def _stored() -> list[dict]:
+    return [json.loads(line) for line in (HERE / "results.jsonl").read_text().splitlines()]
+
+
+def _cells(lay: dict) -> tuple[str, str]:
+    """A row's FVU and dead-latent cells, layers in stored order: "0.0079 / 0.0464", "6.16% (142) / 6.86% (158)"."""
+    return (" / ".join(f"{v['fvu']:.4f}" for v in lay.values()),
+            " / ".join(f"{100 * v['dead_frac']:.2f}% ({round(v['dead_frac'] * 2304)})" for v in lay.values()))
+
+
 SEEDS = {"today": [("bias", "today"), ("seeds", "today_seed1")],
          "frozen_b_enc_resample_200k": [("bias_restarts", "frozen_b_enc_resample_200k"),
                                         ("seeds", "frozen_b_enc_resample_200k_seed1")]}
@@ -77,8 +84,7 @@ SEEDS = {"today": [("bias", "today"), ("seeds", "today_seed1")],
 
 def seeds():
     """The seed study's table and, per layer, its outcome (the module's docstring)."""
-    rows = {(r.get("study", "auxk"), r["config"]): r
-            for r in map(json.loads, (HERE / "results.jsonl").read_text().splitlines())}
+    rows = {(r.get("study", "auxk"), r["config"]): r for r in _stored()}
     missing = [c for runs in SEEDS.values() for s, c in runs if (s, c) not in rows]
     if missing:
         raise SystemExit(f"no rows yet for {missing}")
@@ -91,10 +97,7 @@ def seeds():
             seed = r["overrides"].get("seed", 0)
             for k, v in lay.items():
                 dead.setdefault((name, k), []).append(100 * v["dead_frac"])
-            print(f"| `{name}` | {seed} | {r['provenance']['machine']['cpu']} | "
-                  + " / ".join(f"{v['fvu']:.4f}" for v in lay.values()) + " | "
-                  + " / ".join(f"{100 * v['dead_frac']:.2f}% ({round(v['dead_frac'] * 2304)})" for v in lay.values())
-                  + " |")
+            print(f"| `{name}` | {seed} | {r['provenance']['machine']['cpu']} | {' | '.join(_cells(lay))} |")
     print()
     for k in sorted({k for _, k in dead}, key=int):
         t, p = dead[("today", k)], dead[("frozen_b_enc_resample_200k", k)]

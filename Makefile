@@ -10,11 +10,11 @@ PIP := $(PY) -m pip install --disable-pip-version-check -q
 demo: $(STAMP)
 	$(PY) -m interp.cli.demo
 
-# Two workers of one thread each, the notebooks handed out first and one test at a time (tests/conftest.py says
-# why); TEST_WORKERS=0 runs the suite in one process.
+# Two workers of one thread each, the notebooks handed out first, then one test (or one test class) at a time
+# (tests/conftest.py says why); TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 test: $(STAMP) chromium
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxschedchunk 1 --durations=30 tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=30 tests
 
 # The browser tests of the interactive views drive Debian's Chromium. As root (CI) it is installed when missing;
 # a failed install does not stop the tests, which then skip and say what to install.

@@ -162,33 +162,54 @@ def dev_eval(embedded):
     return res, records, d0
 
 
-def test_evaluate_leaves_the_model_unchanged(embedded, dev_eval):
-    res, _, d0 = dev_eval
-    assert digest(embedded) == d0
+class TestOneDevEvaluation:
+    """Read one evaluation (dev_eval, about a minute): a class, so that make test sends them to one worker."""
 
+    def test_evaluate_leaves_the_model_unchanged(self, embedded, dev_eval):
+        res, _, d0 = dev_eval
+        assert digest(embedded) == d0
 
-def test_evaluate_before_scores_match_an_independent_computation(embedded, dev_eval):
-    res, records, _ = dev_eval
-    f = res.to_frame()
-    for r in records:
-        nll = {}
-        for t in (r.target_new, r.target_true):
-            pt, tt = embedded.to_tokens(r.text)[0].tolist(), embedded.target_tokens(t)
-            logp = full_logprobs(embedded, pt + tt)
-            nll[t] = -sum(float(logp[len(pt) - 1 + i, k]) for i, k in enumerate(tt)) / len(tt)
-        assert f.loc[r.case_id, "efficacy_score_pre"] == float(nll[r.target_new] < nll[r.target_true])
-        assert abs(f.loc[r.case_id, "efficacy_magnitude_pre"] -
-                   (math.exp(-nll[r.target_new]) - math.exp(-nll[r.target_true]))) < 1e-5
+    def test_evaluate_before_scores_match_an_independent_computation(self, embedded, dev_eval):
+        res, records, _ = dev_eval
+        f = res.to_frame()
+        for r in records:
+            nll = {}
+            for t in (r.target_new, r.target_true):
+                pt, tt = embedded.to_tokens(r.text)[0].tolist(), embedded.target_tokens(t)
+                logp = full_logprobs(embedded, pt + tt)
+                nll[t] = -sum(float(logp[len(pt) - 1 + i, k]) for i, k in enumerate(tt)) / len(tt)
+            assert f.loc[r.case_id, "efficacy_score_pre"] == float(nll[r.target_new] < nll[r.target_true])
+            assert abs(f.loc[r.case_id, "efficacy_magnitude_pre"] -
+                       (math.exp(-nll[r.target_new]) - math.exp(-nll[r.target_true]))) < 1e-5
 
+    def test_evaluate_rome_edits_and_beats_its_baseline_on_these_records(self, dev_eval):
+        res, records, _ = dev_eval
+        f = res.to_frame()
+        assert len(f) == len(records) and f["error"].isna().all()
+        assert (f["efficacy_score_post"] == 1.0).all() and (f["efficacy_magnitude_post"] > f["efficacy_magnitude_pre"]).all()
+        # the new answer can only show up in the logit lens after the edited layer
+        assert (f["lens_new_row_post"].dropna() >= LAYER + 1).all()
+        assert res.baseline is not None and res.baseline.editor == "ft" and len(res.baseline.to_frame()) == len(f)
 
-def test_evaluate_rome_edits_and_beats_its_baseline_on_these_records(dev_eval):
-    res, records, _ = dev_eval
-    f = res.to_frame()
-    assert len(f) == len(records) and f["error"].isna().all()
-    assert (f["efficacy_score_post"] == 1.0).all() and (f["efficacy_magnitude_post"] > f["efficacy_magnitude_pre"]).all()
-    # the new answer can only show up in the logit lens after the edited layer
-    assert (f["lens_new_row_post"].dropna() >= LAYER + 1).all()
-    assert res.baseline is not None and res.baseline.editor == "ft" and len(res.baseline.to_frame()) == len(f)
+    def test_evaluate_aggregates_and_json(self, dev_eval):
+        res, _, _ = dev_eval
+        agg = res.aggregates()
+        f = res.to_frame()
+        m = agg.loc["paraphrase_score_post"]
+        assert abs(m["mean"] - 100 * f["paraphrase_score_post"].mean()) < 1e-9 and m["ci_low"] <= m["mean"] <= m["ci_high"]
+        s = [100 * f[f"{n}_score_post"].mean() for n in ("efficacy", "paraphrase", "neighborhood")]
+        hm = 0.0 if min(s) == 0 else 3 / sum(1 / x for x in s)
+        assert abs(agg.loc["harmonic_mean_post", "mean"] - hm) < 1e-9
+        drop = 100 * (f["gen_entropy_pre"].mean() - f["gen_entropy_post"].mean()) / f["gen_entropy_pre"].mean()
+        assert abs(agg.loc["generation_entropy_drop", "mean"] - drop) < 1e-9
+        out = res.to_json()
+        for key in ("efficacy_score", "paraphrase_score", "neighborhood_score", "generation_entropy_drop",
+                    "loss_drift", "n_records"):
+            assert key in out and key in out["baseline"]
+        assert out["n_records"] == 2 and 0 <= out["efficacy_score"] <= 100
+        json.dumps(out, default=float)
+        assert res.plot().axes and res.plot_lens().axes
+        assert "rome" in res.summary() and "efficacy" in res._repr_html_()
 
 
 def test_score_cis_stay_within_their_bounds():
@@ -215,27 +236,6 @@ def test_score_cis_stay_within_their_bounds():
     assert cut["mean"] == plain["mean"] == 92.5
     with pytest.raises(ValueError, match=r"efficacy_score: values must lie within \(0, 100\)"):
         mean_ci("efficacy_score", [1.0, 101.0], bounds=(0, 100))
-
-
-def test_evaluate_aggregates_and_json(dev_eval):
-    res, _, _ = dev_eval
-    agg = res.aggregates()
-    f = res.to_frame()
-    m = agg.loc["paraphrase_score_post"]
-    assert abs(m["mean"] - 100 * f["paraphrase_score_post"].mean()) < 1e-9 and m["ci_low"] <= m["mean"] <= m["ci_high"]
-    s = [100 * f[f"{n}_score_post"].mean() for n in ("efficacy", "paraphrase", "neighborhood")]
-    hm = 0.0 if min(s) == 0 else 3 / sum(1 / x for x in s)
-    assert abs(agg.loc["harmonic_mean_post", "mean"] - hm) < 1e-9
-    drop = 100 * (f["gen_entropy_pre"].mean() - f["gen_entropy_post"].mean()) / f["gen_entropy_pre"].mean()
-    assert abs(agg.loc["generation_entropy_drop", "mean"] - drop) < 1e-9
-    out = res.to_json()
-    for key in ("efficacy_score", "paraphrase_score", "neighborhood_score", "generation_entropy_drop",
-                "loss_drift", "n_records"):
-        assert key in out and key in out["baseline"]
-    assert out["n_records"] == 2 and 0 <= out["efficacy_score"] <= 100
-    json.dumps(out, default=float)
-    assert res.plot().axes and res.plot_lens().axes
-    assert "rome" in res.summary() and "efficacy" in res._repr_html_()
 
 
 def test_evaluate_bad_input(embedded):

@@ -54,18 +54,58 @@ def unchanged(embedded, facts):
     return res, digest
 
 
-def test_a_run_that_changes_nothing_measures_nothing(embedded, facts, unchanged):
-    res, digest = unchanged
-    f = res.to_frame()
-    assert list(f["n_edited"]) == [1, 2, 3]
-    assert (f["loss_drift"] == 0).all() and (f["entropy_drop"] == 0).all()  # same weights, same seeds
-    unedited = [fact_scores(m["probs"], m["hits"]) for m in measure_probs(embedded, facts)]
-    assert f["retention"].iloc[-1] == pytest.approx(100 * sum(u["efficacy_score"] for u in unedited) / 3)
-    assert res.final_scores()["neighborhood_score"] == pytest.approx(
-        100 * sum(u["neighborhood_score"] for u in unedited) / 3)
-    assert res.before["scores"]["efficacy_score"]["mean"] == pytest.approx(f["retention"].iloc[-1])
-    assert res.collapse is None and "no collapse" in res.summary()
-    assert embedded.weights_digest() == digest
+class TestOneUnchangedRun:
+    """Read one run that changes nothing (unchanged): a class, so that make test sends them to one worker."""
+
+    def test_a_run_that_changes_nothing_measures_nothing(self, embedded, facts, unchanged):
+        res, digest = unchanged
+        f = res.to_frame()
+        assert list(f["n_edited"]) == [1, 2, 3]
+        assert (f["loss_drift"] == 0).all() and (f["entropy_drop"] == 0).all()  # same weights, same seeds
+        unedited = [fact_scores(m["probs"], m["hits"]) for m in measure_probs(embedded, facts)]
+        assert f["retention"].iloc[-1] == pytest.approx(100 * sum(u["efficacy_score"] for u in unedited) / 3)
+        assert res.final_scores()["neighborhood_score"] == pytest.approx(
+            100 * sum(u["neighborhood_score"] for u in unedited) / 3)
+        assert res.before["scores"]["efficacy_score"]["mean"] == pytest.approx(f["retention"].iloc[-1])
+        assert res.collapse is None and "no collapse" in res.summary()
+        assert embedded.weights_digest() == digest
+
+    @pytest.mark.parametrize("stretch", [1, 60], ids=["3 facts, linear axis", "as if 1-120 facts, log axis"])
+    def test_the_run_figure_keeps_every_text_on_the_canvas(self, unchanged, stretch):
+        """ScaleResult.plot: the title (the whole summary, wrapped, never cut), labels, legends and tick labels all lie
+        inside the figure, and the x axis "facts edited" has no negative tick (it once was symlog, with a "-10¹" tick
+        and a third of each panel left of zero). ``stretch`` relabels the 3 steps as 1, 60, 120 facts edited with a
+        collapse at the last, the shape of a long run, whose axis is logarithmic from 1."""
+        res = unchanged[0]
+        if stretch > 1:
+            doc = json.loads(json.dumps(res.to_json()))
+            for rows in (doc["steps"], doc["checkpoints"]):
+                for row in rows:
+                    row["n_edited"] = max(1, (row["step"] - 1) * stretch)
+            res = ScaleResult.from_json(doc)
+            res.settings["max_drift"] = 1e-9  # every step crosses it: a collapse line and a long summary
+            res.steps[-1]["loss_drift"] = 1.0
+            assert res.collapse is not None
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        run_fig, mass_fig = res.plot(), plot_mass([res])
+        assert run_fig._suptitle.get_text().replace("\n", " ") == res.summary()  # wrapped, not cut
+        assert all((ax.get_xscale() == "log") == (stretch > 1) for ax in run_fig.axes)
+        for fig in (run_fig, mass_fig):
+            FigureCanvasAgg(fig)  # the library's figures live outside pyplot; draw them as a PNG would be
+            fig.canvas.draw()
+            renderer = fig.canvas.get_renderer()
+            box = fig.bbox
+            texts = _drawn_texts(fig)
+            assert fig._suptitle in texts
+            for t in texts:
+                e = t.get_window_extent(renderer)
+                assert (e.x0 >= box.x0 - 0.5 and e.y0 >= box.y0 - 0.5 and e.x1 <= box.x1 + 0.5
+                        and e.y1 <= box.y1 + 0.5), (t.get_text(), e, box)
+            for ax in fig.axes:
+                labels = _x_tick_labels(ax)
+                assert labels and not any(s.lstrip("$").startswith(("-", "\N{MINUS SIGN}")) for s in labels), labels
+                assert min(ax.get_xlim()) >= 0
 
 
 def test_probing_every_k_steps_measures_the_same_on_those_steps(embedded, facts):
@@ -407,39 +447,3 @@ def _x_tick_labels(ax):
             if lo <= loc <= hi and t.get_visible() and t.get_text().strip()]
 
 
-@pytest.mark.parametrize("stretch", [1, 60], ids=["3 facts, linear axis", "as if 1-120 facts, log axis"])
-def test_the_run_figure_keeps_every_text_on_the_canvas(unchanged, stretch):
-    """ScaleResult.plot: the title (the whole summary, wrapped, never cut), labels, legends and tick labels all lie
-    inside the figure, and the x axis "facts edited" has no negative tick (it once was symlog, with a "-10¹" tick
-    and a third of each panel left of zero). ``stretch`` relabels the 3 steps as 1, 60, 120 facts edited with a
-    collapse at the last, the shape of a long run, whose axis is logarithmic from 1."""
-    res = unchanged[0]
-    if stretch > 1:
-        doc = json.loads(json.dumps(res.to_json()))
-        for rows in (doc["steps"], doc["checkpoints"]):
-            for row in rows:
-                row["n_edited"] = max(1, (row["step"] - 1) * stretch)
-        res = ScaleResult.from_json(doc)
-        res.settings["max_drift"] = 1e-9  # every step crosses it: a collapse line and a long summary
-        res.steps[-1]["loss_drift"] = 1.0
-        assert res.collapse is not None
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    run_fig, mass_fig = res.plot(), plot_mass([res])
-    assert run_fig._suptitle.get_text().replace("\n", " ") == res.summary()  # wrapped, not cut
-    assert all((ax.get_xscale() == "log") == (stretch > 1) for ax in run_fig.axes)
-    for fig in (run_fig, mass_fig):
-        FigureCanvasAgg(fig)  # the library's figures live outside pyplot; draw them as a PNG would be
-        fig.canvas.draw()
-        renderer = fig.canvas.get_renderer()
-        box = fig.bbox
-        texts = _drawn_texts(fig)
-        assert fig._suptitle in texts
-        for t in texts:
-            e = t.get_window_extent(renderer)
-            assert (e.x0 >= box.x0 - 0.5 and e.y0 >= box.y0 - 0.5 and e.x1 <= box.x1 + 0.5
-                    and e.y1 <= box.y1 + 0.5), (t.get_text(), e, box)
-        for ax in fig.axes:
-            labels = _x_tick_labels(ax)
-            assert labels and not any(s.lstrip("$").startswith(("-", "\N{MINUS SIGN}")) for s in labels), labels
-            assert min(ax.get_xlim()) >= 0

@@ -5,6 +5,7 @@
     .venv/bin/python notebooks/execute.py --no-build 01 # execute the .ipynb as it is (do not rerun its builder)
     .venv/bin/python notebooks/execute.py --build-only  # only rewrite the notebooks from their builders (no outputs)
     .venv/bin/python notebooks/execute.py --text-only 01 # a prose-only change: rebuild, keep the committed outputs
+    .venv/bin/python notebooks/execute.py --profile 09   # execute, print each cell's seconds, write nothing back
 
 Each notebook is first rewritten from its builder script (``_make_NN.py`` or ``build_NN_*.py``, which hold the
 notebook's text), then executed top to bottom with nbclient in a fresh ``python3`` kernel, working directory
@@ -91,11 +92,12 @@ if _os.environ.get("INTERP_KERNEL_THREADS"):
 """
 
 
-def execute(nb, cwd: str | Path = HERE, timeout: int = 1800):
+def execute(nb, cwd: str | Path = HERE, timeout: int = 1800, timing: bool = False):
     """Execute ``nb`` (an nbformat notebook) in place in a fresh ``python3`` kernel; raises on the first cell
     error (``nbclient.exceptions.CellExecutionError``). Returns ``(nb, outside)``: ``outside`` lists every figure
     text drawn outside its figure's canvas (:data:`FIGURE_CHECK`; [] when none). The check's own two cells are
-    removed again and the execution counts are those a reader would see."""
+    removed again and the execution counts are those a reader would see. ``timing``: each cell keeps nbclient's
+    timestamps (:func:`cell_seconds` reads them), which a committed notebook should not carry."""
     import json
 
     import nbformat
@@ -104,7 +106,7 @@ def execute(nb, cwd: str | Path = HERE, timeout: int = 1800):
     cells = nb.cells
     first, last = nbformat.v4.new_code_cell(THREAD_CAP + FIGURE_CHECK), nbformat.v4.new_code_cell(FIGURE_REPORT)
     nb.cells = [first] + cells + [last]
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=timing,
                             resources={"metadata": {"path": str(cwd)}})
     try:
         client.execute(env=kernel_env(), cwd=str(cwd))
@@ -118,6 +120,18 @@ def execute(nb, cwd: str | Path = HERE, timeout: int = 1800):
                 if "execution_count" in out:
                     out["execution_count"] = cell.execution_count
     return nb, json.loads(report or "[]")
+
+
+def cell_seconds(nb) -> list[tuple[float, int, str]]:
+    """(seconds, cell index, first line) of each code cell that :func:`execute` ran with ``timing=True``."""
+    out = []
+    for i, cell in enumerate(nb.cells):
+        stamps = cell.get("metadata", {}).get("execution", {})
+        if "iopub.execute_input" in stamps and "shell.execute_reply" in stamps:
+            start, end = (datetime.datetime.fromisoformat(stamps[k].replace("Z", "+00:00"))
+                          for k in ("iopub.execute_input", "shell.execute_reply"))
+            out.append(((end - start).total_seconds(), i, (cell.source.strip().splitlines() or [""])[0][:80]))
+    return out
 
 
 def builder_for(notebook: Path) -> Path | None:
@@ -237,6 +251,8 @@ def main(argv=None) -> int:
     ap.add_argument("--build-only", action="store_true", help="rewrite the notebooks from their builders, no execution")
     ap.add_argument("--text-only", action="store_true",
                     help="rebuild from the builders and keep the committed outputs; refused if a code cell changed")
+    ap.add_argument("--profile", action="store_true",
+                    help="execute the committed notebook, print each cell's seconds (slowest first), write nothing")
     ap.add_argument("--timeout", type=int, default=1800, help="per-cell timeout in seconds (default 1800)")
     args = ap.parse_args(argv)
 
@@ -246,7 +262,7 @@ def main(argv=None) -> int:
         return 2
     failed = []
     for path in notebooks:
-        builder = None if args.no_build else builder_for(path)
+        builder = None if args.no_build or args.profile else builder_for(path)   # profile: the committed file
         if args.text_only:
             if builder is not None and not rebuild_text(path, builder):
                 failed.append(path.name)
@@ -261,10 +277,16 @@ def main(argv=None) -> int:
             continue
         t0 = time.perf_counter()
         try:
-            nb, outside = execute(nb, HERE, args.timeout)
+            nb, outside = execute(nb, HERE, args.timeout, timing=args.profile)
         except CellExecutionError as err:
             failed.append(path.name)
             print(f"FAILED {path.name} ({time.perf_counter() - t0:.0f} s): not written back\n{err}", file=sys.stderr)
+            continue
+        if args.profile:
+            cells = sorted(cell_seconds(nb), reverse=True)
+            print(f"{path.name}: {time.perf_counter() - t0:.0f} s in all, {sum(c[0] for c in cells):.0f} s in cells")
+            for sec, i, line in cells[:8]:
+                print(f"  {sec:7.1f} s  cell {i:3d}  {line}")
             continue
         nbformat.write(stamp(nb, time.perf_counter() - t0), path)
         if outside:

@@ -167,6 +167,25 @@ def test_the_figure_check_finds_text_outside_the_canvas(tmp_path, monkeypatch):
     assert [c.execution_count for c in nb.cells] == [1, 2]
 
 
+def test_cell_seconds_are_kept_only_when_asked(tmp_path, monkeypatch):
+    """``execute(..., timing=True)`` (``execute.py --profile``) keeps each cell's timestamps and
+    :func:`cell_seconds` reads them; by default a notebook carries none (it is committed as executed)."""
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    ex = _execute_module()
+
+    def notebook():
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell("import time\ntime.sleep(0.5)"), nbformat.v4.new_code_cell("x = 1")]
+        return nb
+
+    timed, _ = ex.execute(notebook(), tmp_path, timeout=300, timing=True)
+    seconds = ex.cell_seconds(timed)
+    assert [(i, line) for _, i, line in seconds] == [(0, "import time"), (1, "x = 1")]
+    assert seconds[0][0] >= 0.5 > seconds[1][0]
+    plain, _ = ex.execute(notebook(), tmp_path, timeout=300)
+    assert ex.cell_seconds(plain) == [] and not any("execution" in c.metadata for c in plain.cells)
+
+
 # The drift check itself, on committed outputs (no execution): it must fail when an output is edited by hand.
 
 def _with_output(text):

@@ -10,8 +10,8 @@ PIP := $(PY) -m pip install --disable-pip-version-check -q
 demo: $(STAMP)
 	$(PY) -m interp.cli.demo
 
-# Two workers of one thread each, the notebooks handed out first, then one test (or one test class) at a time
-# (tests/conftest.py says why); TEST_WORKERS=0 runs the suite in one process.
+# Two workers of one thread each, the notebooks handed out first, then a test (or a test class) at a time, each
+# worker kept two or three ahead (tests/conftest.py says why); TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 test: $(STAMP) chromium
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=30 tests

@@ -30,7 +30,8 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class ClassesTogether(LoadScopeScheduling):
-        """One test at a time in the collected order (pytest_collection_modifyitems), a class at a time."""
+        """Units in the collected order (pytest_collection_modifyitems): a class, or one test; xdist tops each
+        worker up a unit at a time while two or fewer of its tests are waiting."""
 
         def _split_scope(self, nodeid: str) -> str:
             parts = nodeid.split("::")
@@ -42,7 +43,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 def pytest_collection_modifyitems(session, config, items):
     """The notebook runs first, last-numbered first (09 is the longest, minutes each): handed out a test (or a class)
-    at a time, the two workers share them and the thousand short tests fill the gaps, instead of one worker ending
+    at a time, two or three ahead, the two workers share them and the thousand short tests fill the gaps, instead of one worker ending
     the suite alone inside a notebook. Every worker collects the same order (xdist requires it)."""
     notebooks = [i for i in items if i.originalname == "test_notebook_executes"]
     notebooks.sort(key=lambda i: i.name, reverse=True)

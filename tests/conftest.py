@@ -43,8 +43,9 @@ def pytest_xdist_make_scheduler(config, log):
 
 def pytest_collection_modifyitems(session, config, items):
     """The notebook runs first, last-numbered first (09 is the longest, minutes each): handed out a test (or a class)
-    at a time, two or three ahead, the two workers share them and the thousand short tests fill the gaps, instead of one worker ending
-    the suite alone inside a notebook. Every worker collects the same order (xdist requires it)."""
+    at a time, two or three ahead, the two workers share them and the thousand short tests fill the gaps, instead
+    of one worker ending the suite alone inside a notebook. Every worker collects the same order (xdist requires
+    it)."""
     notebooks = [i for i in items if i.originalname == "test_notebook_executes"]
     notebooks.sort(key=lambda i: i.name, reverse=True)
     rest = [i for i in items if i.originalname != "test_notebook_executes"]

@@ -8,7 +8,7 @@ import torch
 from interp.analyses.accumulate import World
 from interp.analyses.features import Dictionary, train_transcoders
 from interp.analyses.features.resample import resample_dead
-from interp.analyses.features.train import TrainSettings, transcoder_sites
+from interp.analyses.features.train import TrainSettings, _Run, transcoder_sites
 
 
 def _dictionary(kind_sae: bool):
@@ -107,3 +107,49 @@ def test_training_with_restarts_is_seeded_resumes_bit_for_bit_and_leaves_the_def
         TrainSettings(resample_every=-1).check(m.d_model)
     with pytest.raises(ValueError, match=r"resample_until=0; allowed: a number in \(0, 1\]"):
         TrainSettings(resample_every=10, resample_until=0).check(m.d_model)
+
+
+@pytest.mark.parametrize("act", ["relu", "softplus"])
+def test_auxk_pulls_a_latent_switched_off_by_its_bias_only_under_softplus(tiny_llama, act):
+    """A latent idle past ``dead_tokens`` whose encoder bias keeps its pre-activation below zero on every token: the
+    ReLU AuxK term gives its bias no gradient at all; softplus gives it the gradient of the term computed by hand
+    (coef · |e - softplus(pre_dead) W_dec|² / Σ|e|², the dead latents' top aux_k pre-activations per token). The
+    living latents' gradients are the main loss's either way; relu stays out of the cache key."""
+    m = tiny_llama
+    sites = transcoder_sites(m, [1])
+    s = TrainSettings(width=32, k=4, dead_tokens=100, aux_act=act).check(m.d_model)
+    run = _Run(m, sites, s)
+    (key, d), = run.dicts.items()
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for p in d.parameters():
+            p.copy_(0.3 * torch.randn(p.shape, generator=g))
+        d.b_enc[:3] = -50.0                                   # latents 0-2: below zero on every token
+    run.idle[key][:3] = 101                                   # idle past dead_tokens (100); the rest 12 after this batch
+    x, y = torch.randn(12, m.d_model, generator=g), torch.randn(12, m.d_model, generator=g)
+    moments = torch.cat([torch.tensor([12.0, float(y.double().pow(2).sum())], dtype=torch.float64),
+                         y.double().sum(0)])
+    run._loss(key, d, x, y, moments)
+    grad = d.b_enc.grad.clone()
+    # the same loss by hand: main FVU term, plus the aux term over latents 0-2 (all dead, so aux_k = 3 of them)
+    d.zero_grad()
+    z, yn = x / d.in_scale, y / d.out_scale
+    pre = d.pre(z)
+    vals, idx = d.sparse(pre)
+    err = yn - d.decode_sparse(vals, idx, z)
+    total = float(moments[1]) - float(moments[2:].pow(2).sum()) / 12
+    loss = err.pow(2).sum() / total
+    if act == "softplus":
+        e = err.detach()
+        aux = (e - torch.nn.functional.softplus(pre[:, :3]) @ d.W_dec[:3]).pow(2).sum() / float(e.pow(2).sum())
+        loss = loss + s.aux_coef * aux
+    loss.backward()
+    torch.testing.assert_close(grad, d.b_enc.grad, rtol=1e-4, atol=1e-7)
+    if act == "relu":
+        assert torch.equal(grad[:3], torch.zeros(3))
+        assert s.key(sites) == TrainSettings(width=32, k=4, dead_tokens=100).key(sites)
+    else:
+        assert bool((grad[:3] != 0).all())
+        assert s.key(sites) != TrainSettings(width=32, k=4, dead_tokens=100).key(sites)
+    with pytest.raises(ValueError, match=r"aux_act='exp'; allowed: relu, softplus"):
+        TrainSettings(aux_act="exp").check(m.d_model)

@@ -28,7 +28,9 @@ CONFIGS = {"today": {}, "aux_coef_0.125": {"aux_coef": 1 / 8}, "dead_tokens_25k"
            # replaced resample_100k before it ran (README): restarts until 90% of the run
            "resample_100k_to_0.9": {"resample_every": 100_000, "resample_until": 0.9},
            # README, "Seed noise": today's settings with another seed, to size the spread a choice must beat
-           "today_seed1": {"seed": 1}}
+           "today_seed1": {"seed": 1},
+           # README, "AuxK through softplus": the crowding study's second candidate, on two seeds from the start
+           "aux_softplus": {"aux_act": "softplus"}, "aux_softplus_seed1": {"aux_act": "softplus", "seed": 1}}
 
 
 def main():

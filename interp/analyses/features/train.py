@@ -49,6 +49,7 @@ from .resample import resample_dead
 
 INITS = ("data", "random")
 ADAMS = ("foreach", "fused")
+AUX_ACTS = {"relu": torch.relu, "softplus": torch.nn.functional.softplus}
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,10 @@ class TrainSettings:
     each latent from one token of those batches (decoder row: that token's target minus the linear fit, unit norm;
     encoder column: its centred input, unit norm), "random": unit-norm random decoder rows, encoder = their
     transpose. ``resample_every``: restart dead latents every so many training tokens, within the first
-    ``resample_until`` share of them (0, the default: never; off, neither field enters the cache key)."""
+    ``resample_until`` share of them (0, the default: never; off, neither field enters the cache key). ``aux_act``:
+    what the AuxK term applies to the dead latents' pre-activations: "relu" (Gao et al. 2024; a latent whose
+    pre-activation is below zero on every token gets no gradient from it) or "softplus" (a small pull at every
+    pre-activation, as ghost grads' exp; studies/features_gemma_dead); "relu" does not enter the cache key."""
 
     width: int = 2304  # width, k and lr: chosen on dev text, studies/features_sweep
     k: int = 16
@@ -82,6 +86,7 @@ class TrainSettings:
     adam: str = "foreach"  # torch's Adam kernel: "foreach" or "fused" (one pass over the moments; differs in last bits)
     resample_every: int = 0  # tokens between restarts of dead latents (resample.py); 0: never
     resample_until: float = 0.5  # no restarts after this share of the training tokens
+    aux_act: str = "relu"
 
     def check(self, d_model: int) -> "TrainSettings":
         if self.init not in INITS:
@@ -101,6 +106,8 @@ class TrainSettings:
             raise ValueError(f"resample_until={self.resample_until!r}; allowed: a number in (0, 1]")
         if self.adam not in ADAMS:
             raise ValueError(f"adam={self.adam!r}; allowed: {', '.join(ADAMS)}")
+        if self.aux_act not in AUX_ACTS:
+            raise ValueError(f"aux_act={self.aux_act!r}; allowed: {', '.join(AUX_ACTS)}")
         if self.k >= self.width:
             raise ValueError(f"k={self.k} with width={self.width}; allowed: 1 <= k < width")
         if self.lr is not None and not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
@@ -119,6 +126,8 @@ class TrainSettings:
             del settings["adam"]
         if not self.resample_every:
             del settings["resample_every"], settings["resample_until"]
+        if self.aux_act == "relu":
+            del settings["aux_act"]
         blob = json.dumps({"settings": settings, "sites": {str(k): asdict(s) for k, s in sites.items()}},
                           sort_keys=True, default=str).encode()
         kind = next(iter(sites.values())).kind
@@ -471,7 +480,7 @@ class _Run:
         if dead.any():
             k_aux = min(self.s.aux_k or d.d_in // 2, int(dead.sum()))
             va, ia = pre.masked_fill(~dead, float("-inf")).topk(k_aux, dim=-1, sorted=False)
-            va = torch.relu(va)
+            va = AUX_ACTS[self.s.aux_act](va)
             e = err.detach()
             aux = (e - torch.nn.functional.embedding_bag(ia, d.W_dec, per_sample_weights=va, mode="sum")
                    ).pow(2).sum() / max(sq_all, 1e-12)

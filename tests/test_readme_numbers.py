@@ -213,3 +213,24 @@ def test_gemma_dead_frozen_bias_table_is_its_stored_rows(header, n):
         assert _close(cells[4], (layers["0"]["fvu"] + layers["5"]["fvu"]) / 2), (cells[0], cells[4])
         rows += 1
     assert rows == n
+
+
+def test_graph_faithfulness_position_table_is_what_by_position_computes():
+    """studies/graphs_faithfulness/README.md's table by layer band and position: each row is by_position.py's row of
+    the stored results.json (count, sign agreement, its interval), and the rows cover every ablation."""
+    import importlib.util
+
+    here = ROOT / "studies/graphs_faithfulness"
+    spec = importlib.util.spec_from_file_location("by_position", here / "by_position.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    doc = json.loads((here / "results.json").read_text())
+    computed = {(r["layers"].replace("layers ", "").replace("-", "–"), r["position"]): r for r in mod.table(doc)}
+    shown = _table((here / "README.md").read_text(), "| layers | ablated feature's position")
+    assert len(shown) == len(computed) and sum(int(c[2]) for c in shown) == 500
+    for cells in shown:
+        r = computed[(cells[0], cells[1])]
+        m = re.match(r"([\d.]+) \(([\d.]+)–([\d.]+)\)", cells[3])
+        assert int(cells[2]) == r["n"], cells
+        assert _close(m.group(1), r["sign_agreement"]) and _close(m.group(2), r["ci_95"][0]) \
+            and _close(m.group(3), r["ci_95"][1]), (cells, r)

@@ -108,6 +108,27 @@ class TestOneUnchangedRun:
                 assert min(ax.get_xlim()) >= 0
 
 
+def _drawn_texts(fig):
+    """Every text the renderer drew: visible, non-empty, and (for tick labels) at a tick inside its axis' view."""
+    from matplotlib.text import Text
+
+    hidden = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                loc = tick.get_loc()
+                if loc is None or not lo - 1e-9 * abs(hi - lo) <= loc <= hi + 1e-9 * abs(hi - lo):
+                    hidden.update((id(tick.label1), id(tick.label2)))
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in hidden]
+
+
+def _x_tick_labels(ax):
+    lo, hi = sorted(ax.get_xlim())
+    return [t.get_text() for t, loc in zip(ax.get_xticklabels(), ax.get_xticks())
+            if lo <= loc <= hi and t.get_visible() and t.get_text().strip()]
+
+
 def test_probing_every_k_steps_measures_the_same_on_those_steps(embedded, facts):
     """probe_every=2: retention and entropy on steps 2 and 3 (the last) only, each equal to the run that probes
     every step; the loss drift on every step. measure_from: the same edits, measured from that step on."""
@@ -424,26 +445,3 @@ def test_a_stopped_run_continues_from_its_save_with_the_same_numbers(embedded, f
     with pytest.raises(ValueError, match=r"holds no complete save \(step 2: .*were altered"):
         sequential_edits(embedded, facts, "rome", state_dir=state, **opts)
     assert embedded.weights_digest() == digest
-
-
-def _drawn_texts(fig):
-    """Every text the renderer drew: visible, non-empty, and (for tick labels) at a tick inside its axis' view."""
-    from matplotlib.text import Text
-
-    hidden = set()
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            lo, hi = sorted(axis.get_view_interval())
-            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
-                loc = tick.get_loc()
-                if loc is None or not lo - 1e-9 * abs(hi - lo) <= loc <= hi + 1e-9 * abs(hi - lo):
-                    hidden.update((id(tick.label1), id(tick.label2)))
-    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in hidden]
-
-
-def _x_tick_labels(ax):
-    lo, hi = sorted(ax.get_xlim())
-    return [t.get_text() for t, loc in zip(ax.get_xticklabels(), ax.get_xticks())
-            if lo <= loc <= hi and t.get_visible() and t.get_text().strip()]
-
-

@@ -194,7 +194,8 @@ def _gemma_dead_row(stored: list[dict], label: str) -> dict:
 @pytest.mark.parametrize("header,n", [("| configuration | dev FVU L0 / L5 | L0 (active", 4),
                                       ("| `today`, same seed and settings", 2),
                                       ("| configuration (AMD EPYC, 2 threads)", 4),
-                                      ("| run (AMD EPYC, 2 threads) | dev FVU", 4)])
+                                      ("| run (AMD EPYC, 2 threads) | dev FVU", 4),
+                                      ("| run (AMD EPYC; softplus at 1 thread)", 4)])
 def test_gemma_dead_frozen_bias_table_is_its_stored_rows(header, n):
     """studies/features_gemma_dead/README.md's frozen-bias and machine tables: each row is its run's line of
     results.jsonl (FVU, L0, dead fraction and count, the median FVU over the two layers)."""

@@ -9,7 +9,8 @@ today's; ties within 0.5 percentage points go to today's, then to the smaller ch
 
 The seed study's rule (README.md, "Seed noise"): two seeds each of today's settings and of the frozen bias with
 restarts, all on the AMD EPYC; at each layer the pair's drop "holds on two seeds" when every pair run is at least 0.5
-points under every today run (min over today's seeds minus max over the pair's >= 0.5), else "seed noise covers it".
+points under every today run (min over today's seeds minus max over the pair's >= 0.5); "rises on two seeds" when
+every pair run is at least 0.5 points over every today run; else "seed noise covers it".
 
     .venv/bin/python studies/features_gemma_dead/rule.py --study softplus
 
@@ -121,7 +122,8 @@ def seeds(table: dict = SEEDS, fvu_band: float | None = None):
         print(f"layer {k}: today's seeds {', '.join(f'{x:.2f}' for x in t)} (spread {max(t) - min(t):.2f}); "
               f"the candidate's {', '.join(f'{x:.2f}' for x in p)} (spread {max(p) - min(p):.2f}); "
               f"min(today) - max(candidate) = {gap:+.2f} points: "
-              + ("holds on two seeds" if gap >= 0.5 else "seed noise covers it"))
+              + ("holds on two seeds" if gap >= 0.5 else
+                 "rises on two seeds" if max(t) - min(p) <= -0.5 else "seed noise covers it"))
     if fvu_band is None:
         return
     costs = {seed: med[(candidate, seed)] - med[("today", seed)] for name, seed in med if name == candidate}

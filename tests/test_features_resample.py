@@ -125,7 +125,7 @@ def test_auxk_pulls_a_latent_switched_off_by_its_bias_only_under_softplus(tiny_l
         for p in d.parameters():
             p.copy_(0.3 * torch.randn(p.shape, generator=g))
         d.b_enc[:3] = -50.0                                   # latents 0-2: below zero on every token
-    run.idle[key][:3] = 101                                   # idle past dead_tokens (100); the rest 12 after this batch
+    run.idle[key][:3] = 101               # idle past dead_tokens (100); the others 12 after this batch
     x, y = torch.randn(12, m.d_model, generator=g), torch.randn(12, m.d_model, generator=g)
     moments = torch.cat([torch.tensor([12.0, float(y.double().pow(2).sum())], dtype=torch.float64),
                          y.double().sum(0)])
